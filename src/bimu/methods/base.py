@@ -1,0 +1,265 @@
+"""The common interface of every continual-learning method, and typed hyperparameters.
+
+A method is an online learner over ``[batch, features]`` float inputs and ``[batch]`` integer labels:
+
+- :meth:`OnlineMethod.learn` - one online update from a (labelled) batch: forward, backward, write;
+- :meth:`OnlineMethod.observe_unlabelled` - an example that was seen but not queried: no label,
+  no backward pass, no weight write (only the "examples seen" counter moves);
+- :meth:`OnlineMethod.predict_proba` - class probabilities ``[samples, batch, classes]`` (``samples``
+  is 1 for deterministic methods), drawn from the evaluation generator so that evaluating never
+  changes the training trajectory;
+- :meth:`OnlineMethod.task_end` - called at task boundaries, only if ``info.needs_task_boundaries``;
+- :meth:`OnlineMethod.state_dict` / :meth:`OnlineMethod.load_state_dict` - everything needed to resume
+  bit-exactly (parameters, optimizer state, counters, random generator states);
+- :meth:`OnlineMethod.memory_bytes` - the training-state footprint (parameters + update state).
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar
+
+import torch
+
+from bimu.uncertainty import UNCERTAINTY_SCORES
+
+SCORE_NAMES = tuple(UNCERTAINTY_SCORES)
+
+
+@dataclasses.dataclass(frozen=True)
+class Hyperparameter:
+    """One typed, validated hyperparameter of a method.
+
+    >>> h = Hyperparameter("lr", float, 0.1, "learning rate", check=lambda v: v > 0, requirement="> 0")
+    >>> h.validate("3e-2")
+    0.03
+    >>> h.validate(-1.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: hyperparameter 'lr' must be > 0, got -1.0
+    """
+
+    name: str
+    type: type
+    default: Any
+    doc: str
+    check: Callable[[Any], bool] | None = None
+    requirement: str = ""
+    choices: tuple | None = None
+
+    def validate(self, value: Any) -> Any:
+        """Coerce ``value`` to the declared type and check it; ValueError names the parameter."""
+        try:
+            if self.type is bool:
+                if isinstance(value, str):
+                    low = value.strip().lower()
+                    if low not in ("true", "false", "1", "0", "yes", "no"):
+                        raise ValueError
+                    value = low in ("true", "1", "yes")
+                else:
+                    value = bool(value)
+            elif self.type is int:
+                f = float(value)
+                if f != int(f):
+                    raise ValueError
+                value = int(f)
+            else:
+                value = self.type(value)
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"hyperparameter {self.name!r} must be of type {self.type.__name__}, got {value!r}"
+            ) from None
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"hyperparameter {self.name!r} must be finite, got {value}")
+        if self.choices is not None and value not in self.choices:
+            raise ValueError(f"hyperparameter {self.name!r} must be one of {self.choices}, got {value!r}")
+        if self.check is not None and not self.check(value):
+            raise ValueError(f"hyperparameter {self.name!r} must be {self.requirement}, got {value!r}")
+        return value
+
+
+def positive(name: str, type_: type, default: Any, doc: str) -> Hyperparameter:
+    """A hyperparameter that must be > 0."""
+    return Hyperparameter(name, type_, default, doc, check=lambda v: v > 0, requirement="> 0")
+
+
+def non_negative(name: str, type_: type, default: Any, doc: str) -> Hyperparameter:
+    """A hyperparameter that must be >= 0."""
+    return Hyperparameter(name, type_, default, doc, check=lambda v: v >= 0, requirement=">= 0")
+
+
+@dataclasses.dataclass(frozen=True)
+class MethodInfo:
+    """What a method declares about itself."""
+
+    name: str
+    paper_name: str
+    network: str
+    needs_task_boundaries: bool
+    uncertainty_scores: tuple[str, ...]
+    binary_weights: bool
+    bayesian: bool
+
+
+class OnlineMethod(abc.ABC):
+    """Base class of every registered method (see the module docstring for the contract).
+
+    Subclasses set ``info``, ``hyperparameters`` (name -> :class:`Hyperparameter`) and ``presets``
+    (benchmark key -> partial hyperparameter dict from the paper's appendix tables), and implement
+    :meth:`_build`, :meth:`learn` and :meth:`_predict_logits`.
+    """
+
+    info: ClassVar[MethodInfo]
+    hyperparameters: ClassVar[dict[str, Hyperparameter]]
+    presets: ClassVar[dict[str, dict[str, Any]]] = {}
+
+    def __init__(self, sizes: Sequence[int], seed: int = 0, **hparams: Any):
+        sizes = [int(s) for s in sizes]
+        if len(sizes) < 2 or any(s <= 0 for s in sizes):
+            raise ValueError(f"sizes must list at least two positive widths, got {sizes}")
+        self.sizes = sizes
+        self.seed = int(seed)
+        self.hparams = self.resolve_hyperparameters(hparams)
+        self.examples_seen = 0
+        self.updates_applied = 0
+        self.train_generator = torch.Generator().manual_seed(self.seed)
+        self.eval_generator = torch.Generator().manual_seed(self.seed + 0x5EED)
+        init_generator = torch.Generator().manual_seed(self.seed + 0x1217)
+        self._build(init_generator)
+
+    # ----------------------------------------------------------------- hyperparameters
+    @classmethod
+    def resolve_hyperparameters(cls, overrides: Mapping[str, Any], preset: str | None = None) -> dict[str, Any]:
+        """Defaults, then the named ``preset``, then ``overrides``; unknown keys raise ValueError."""
+        values = {name: h.default for name, h in cls.hyperparameters.items()}
+        layers = []
+        if preset is not None:
+            if preset not in cls.presets:
+                raise ValueError(
+                    f"method {cls.info.name!r} has no preset {preset!r}; known: {sorted(cls.presets)}"
+                )
+            layers.append(cls.presets[preset])
+        layers.append(dict(overrides))
+        for layer in layers:
+            for key, value in layer.items():
+                if key not in cls.hyperparameters:
+                    raise ValueError(
+                        f"unknown hyperparameter {key!r} for method {cls.info.name!r}; "
+                        f"known: {sorted(cls.hyperparameters)}"
+                    )
+                values[key] = value
+        return {k: cls.hyperparameters[k].validate(v) for k, v in values.items()}
+
+    # ----------------------------------------------------------------- to implement
+    @abc.abstractmethod
+    def _build(self, generator: torch.Generator) -> None:
+        """Create the network and the update state; draw initial weights from ``generator``."""
+
+    @abc.abstractmethod
+    def learn(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        """One online update from a labelled batch (forward, backward, weight write)."""
+
+    @abc.abstractmethod
+    def _predict_logits(self, x: torch.Tensor, n_samples: int, generator: torch.Generator) -> torch.Tensor:
+        """Logits ``[samples, batch, classes]`` for prediction (hard samples for Bayesian methods)."""
+
+    @abc.abstractmethod
+    def modules_state(self) -> dict[str, Any]:
+        """Parameters and update state as a dict of tensors / plain values."""
+
+    @abc.abstractmethod
+    def load_modules_state(self, state: Mapping[str, Any]) -> None:
+        """Inverse of :meth:`modules_state`."""
+
+    @abc.abstractmethod
+    def memory_bytes(self) -> int:
+        """Training-state footprint in bytes: parameters plus persistent update state."""
+
+    # ----------------------------------------------------------------- shared behaviour
+    @property
+    def n_classes(self) -> int:
+        """Number of output classes."""
+        return self.sizes[-1]
+
+    @property
+    def default_eval_samples(self) -> int:
+        """MC samples used for prediction when not given (1 for deterministic methods)."""
+        return int(self.hparams.get("n_eval_samples", 1)) if self.info.bayesian else 1
+
+    def check_batch(self, x: torch.Tensor, y: torch.Tensor | None = None) -> None:
+        """Reject wrong shapes, NaN inputs and labels out of range with a clear error."""
+        if x.dim() != 2 or x.shape[1] != self.sizes[0]:
+            raise ValueError(f"inputs must be [batch, {self.sizes[0]}], got {tuple(x.shape)}")
+        if not torch.isfinite(x).all():
+            raise ValueError("inputs contain NaN or infinite values")
+        if y is not None:
+            if y.dim() != 1 or y.shape[0] != x.shape[0]:
+                raise ValueError(f"labels must be [batch={x.shape[0]}], got {tuple(y.shape)}")
+            if y.numel() and (int(y.min()) < 0 or int(y.max()) >= self.n_classes):
+                raise ValueError(f"labels must lie in [0, {self.n_classes - 1}], got range "
+                                 f"[{int(y.min())}, {int(y.max())}]")
+
+    def observe_unlabelled(self, n: int = 1) -> None:
+        """Count ``n`` examples that were seen but not queried (no backward pass, no write)."""
+        self.examples_seen += int(n)
+
+    def task_end(self) -> None:
+        """Task-boundary hook; a no-op unless the method needs task boundaries."""
+
+    @torch.no_grad()
+    def predict_proba(
+        self, x: torch.Tensor, n_samples: int | None = None, generator: torch.Generator | None = None
+    ) -> torch.Tensor:
+        """Class probabilities ``[samples, batch, classes]``."""
+        n = self.default_eval_samples if n_samples is None else int(n_samples)
+        if not self.info.bayesian:
+            n = 1
+        logits = self._predict_logits(x, n, self.eval_generator if generator is None else generator)
+        return torch.softmax(logits, dim=-1)
+
+    @torch.no_grad()
+    def predict(self, x: torch.Tensor, n_samples: int | None = None, generator=None) -> torch.Tensor:
+        """Argmax of the mean log-probability over samples (the paper's rule), ``[batch]``."""
+        n = self.default_eval_samples if n_samples is None else int(n_samples)
+        if not self.info.bayesian:
+            n = 1
+        logits = self._predict_logits(x, n, self.eval_generator if generator is None else generator)
+        return torch.log_softmax(logits, dim=-1).mean(0).argmax(-1)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to resume exactly: module state, counters, generator states."""
+        return {
+            "method": self.info.name,
+            "sizes": list(self.sizes),
+            "seed": self.seed,
+            "hparams": dict(self.hparams),
+            "modules": self.modules_state(),
+            "examples_seen": self.examples_seen,
+            "updates_applied": self.updates_applied,
+            "train_generator": self.train_generator.get_state(),
+            "eval_generator": self.eval_generator.get_state(),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore a state written by :meth:`state_dict` of the same method and sizes."""
+        if state.get("method") != self.info.name:
+            raise ValueError(f"state is for method {state.get('method')!r}, not {self.info.name!r}")
+        if list(state["sizes"]) != self.sizes:
+            raise ValueError(f"state is for sizes {list(state['sizes'])}, not {self.sizes}")
+        self.load_modules_state(state["modules"])
+        self.examples_seen = int(state["examples_seen"])
+        self.updates_applied = int(state["updates_applied"])
+        self.train_generator.set_state(state["train_generator"])
+        self.eval_generator.set_state(state["eval_generator"])
+
+    def __repr__(self) -> str:
+        hp = ", ".join(f"{k}={v!r}" for k, v in self.hparams.items())
+        return f"{type(self).__name__}(sizes={self.sizes}, seed={self.seed}, {hp})"
+
+
+def tensor_bytes(tensors) -> int:
+    """Total bytes of an iterable of tensors."""
+    return int(sum(t.numel() * t.element_size() for t in tensors))
