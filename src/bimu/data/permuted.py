@@ -1,0 +1,173 @@
+"""Permuted MNIST with Fashion-MNIST as the out-of-distribution set.
+
+- Task ``t`` permutes the 784 pixels with a permutation drawn lazily from ``(seed, t)``; no dataset
+  object per task is stored (a task's tensors are built on demand).
+- Pixels are divided by 255, then standardised with the MNIST *training* mean and standard deviation
+  (one scalar each, so permutation-invariant); the same transform is applied to the test sets and to
+  the Fashion-MNIST OOD set.
+- The training order of task ``t`` for run seed ``s`` is a permutation drawn from ``(s, t)``, the same
+  for every method.
+- ``train_limit`` / ``test_limit`` keep the first examples of the (shuffled) training order and of
+  the test sets; the OOD set is cut to ``test_limit`` too.
+
+>>> import numpy as np
+>>> p = pixel_permutation(0, 3); p.shape, sorted(p) == list(range(784))
+((784,), True)
+>>> bool((pixel_permutation(0, 3) == p).all()), bool((pixel_permutation(1, 3) == p).all())
+(True, False)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from bimu.data.benchmarks import register_benchmark
+from bimu.data.mnist import load_dataset
+
+N_PIXELS = 784
+_PERM_TAG = 0x5E12  # stream tags keep the permutation and order streams independent
+_ORDER_TAG = 0x0D3E
+
+
+def pixel_permutation(seed: int, task: int, n_pixels: int = N_PIXELS) -> np.ndarray:
+    """The pixel permutation of ``task`` for run ``seed`` (int64 ``[n_pixels]``), platform-stable."""
+    ss = np.random.SeedSequence([int(seed), int(task), _PERM_TAG])
+    return np.random.Generator(np.random.PCG64(ss)).permutation(n_pixels)
+
+
+def training_order(seed: int, task: int, n: int) -> np.ndarray:
+    """The presentation order of ``n`` training examples for ``(seed, task)``."""
+    ss = np.random.SeedSequence([int(seed), int(task), _ORDER_TAG])
+    return np.random.Generator(np.random.PCG64(ss)).permutation(n)
+
+
+def standardise(images_uint8: np.ndarray, mean: float, std: float) -> torch.Tensor:
+    """``(x / 255 - mean) / std`` as float32 ``[n, 784]`` (the one preprocessing for train, test, OOD)."""
+    a = np.ascontiguousarray(images_uint8).reshape(len(images_uint8), -1)
+    if not a.flags.writeable:
+        a = a.copy()
+    x = torch.from_numpy(a).to(torch.float32)
+    return (x / 255.0 - mean) / std
+
+
+def training_statistics(images_uint8: np.ndarray) -> tuple[float, float]:
+    """Scalar mean and (population) standard deviation of ``images / 255`` over the training set.
+
+    >>> m, s = training_statistics(np.array([[0, 255]], dtype=np.uint8)); (m, s)
+    (0.5, 0.5)
+    """
+    counts = np.bincount(np.asarray(images_uint8, dtype=np.uint8).ravel(), minlength=256).astype(np.float64)
+    values = np.arange(256, dtype=np.float64) / 255.0
+    n = counts.sum()
+    mean = float((counts * values).sum() / n)
+    var = float((counts * (values - mean) ** 2).sum() / n)
+    return mean, var ** 0.5
+
+
+class PermutedMNIST:
+    """The Permuted-MNIST stream (see the module docstring).
+
+    Args:
+        data_dir: data directory (``None``: ``$BIMU_DATA_DIR``, then the user cache).
+        n_tasks: number of tasks the stream declares (only a bound; tasks are built lazily).
+        seed: run seed that draws the permutations.
+        train_limit / test_limit: keep only this many examples per task (``None``: all).
+        ood: load Fashion-MNIST as the OOD set.
+        identity_first_task: make task 0 the unpermuted MNIST (off by default).
+    """
+
+    name = "pmnist"
+    n_features = N_PIXELS
+    n_classes = 10
+    is_standin = False
+
+    def __init__(self, data_dir=None, n_tasks: int = 1000, seed: int = 0, train_limit: int | None = None,
+                 test_limit: int | None = None, ood: bool = True, identity_first_task: bool = False):
+        if int(n_tasks) < 1:
+            raise ValueError(f"n_tasks must be >= 1, got {n_tasks}")
+        for key, v in (("train_limit", train_limit), ("test_limit", test_limit)):
+            if v is not None and int(v) < 1:
+                raise ValueError(f"{key} must be >= 1 or None, got {v}")
+        self.n_tasks = int(n_tasks)
+        self.seed = int(seed)
+        self.train_limit = None if train_limit is None else int(train_limit)
+        self.test_limit = None if test_limit is None else int(test_limit)
+        self.identity_first_task = bool(identity_first_task)
+        self._train_x, self._train_y = load_dataset("mnist", "train", data_dir)
+        self._test_x, self._test_y = load_dataset("mnist", "test", data_dir)
+        self.mean, self.std = _stats(self._train_x)
+        if self.test_limit is not None:
+            self._test_x, self._test_y = self._test_x[: self.test_limit], self._test_y[: self.test_limit]
+        self._test_base = standardise(self._test_x, self.mean, self.std)
+        self._test_labels = torch.from_numpy(self._test_y.astype(np.int64))
+        self._ood = None
+        if ood:
+            fx, _ = load_dataset("fashion-mnist", "test", data_dir)
+            if self.test_limit is not None:
+                fx = fx[: self.test_limit]
+            self._ood = standardise(fx, self.mean, self.std)
+
+    def _check_task(self, task: int) -> int:
+        task = int(task)
+        if not 0 <= task < self.n_tasks:
+            raise ValueError(f"task must lie in [0, {self.n_tasks - 1}], got {task}")
+        return task
+
+    def permutation(self, task: int) -> torch.Tensor:
+        """Pixel permutation of ``task`` as an int64 tensor."""
+        task = self._check_task(task)
+        if task == 0 and self.identity_first_task:
+            return torch.arange(N_PIXELS)
+        return torch.from_numpy(pixel_permutation(self.seed, task))
+
+    def train_task(self, task: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Training examples of ``task`` in the presentation order of run ``seed``."""
+        perm = self.permutation(task)
+        order = training_order(seed, task, len(self._train_y))
+        if self.train_limit is not None:
+            order = order[: self.train_limit]
+        x = standardise(self._train_x[order], self.mean, self.std)
+        y = torch.from_numpy(self._train_y[order].astype(np.int64))
+        return x.index_select(1, perm).contiguous(), y
+
+    def test_task(self, task: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The permuted, standardised MNIST test set of ``task``."""
+        perm = self.permutation(task)
+        return self._test_base.index_select(1, perm).contiguous(), self._test_labels
+
+    def ood_set(self) -> torch.Tensor | None:
+        """Fashion-MNIST test images, standardised with the MNIST training statistics (unpermuted)."""
+        return self._ood
+
+    def __repr__(self) -> str:
+        return (f"PermutedMNIST(n_tasks={self.n_tasks}, seed={self.seed}, train_limit={self.train_limit}, "
+                f"test_limit={self.test_limit})")
+
+
+_STATS: dict[int, tuple[float, float]] = {}
+
+
+def _stats(train_x: np.ndarray) -> tuple[float, float]:
+    key = id(train_x)  # the loaded array is cached per process, so its id is stable
+    if key not in _STATS:
+        _STATS[key] = training_statistics(train_x)
+    return _STATS[key]
+
+
+def _pmnist_preset(hidden):
+    if tuple(hidden) == (100,):
+        return "pmnist-100", ""
+    if tuple(hidden) == (2000,):
+        return "pmnist-2000", ""
+    return "pmnist-100", (f"no paper preset for hidden widths {list(hidden)}; using the 100-neuron "
+                          "Permuted-MNIST preset")
+
+
+def make_permuted_mnist(data_dir=None, **options) -> PermutedMNIST:
+    """Factory registered as ``pmnist``."""
+    return PermutedMNIST(data_dir=data_dir, **options)
+
+
+register_benchmark("pmnist", make_permuted_mnist, default_hidden=(100,), preset=_pmnist_preset,
+                   description="Permuted MNIST (Fashion-MNIST OOD)")
