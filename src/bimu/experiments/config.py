@@ -1,0 +1,309 @@
+"""Typed, validated run configurations.
+
+:class:`RunConfig` holds everything that defines a run. :meth:`RunConfig.from_dict` rejects unknown
+keys and bad values with a ValueError naming them, before any data is read; :meth:`RunConfig.validate`
+also checks the method, its hyperparameter overrides (``--set key=value``) against the method's
+typed hyperparameters and the paper preset.
+
+The paper's hyperparameters (appendix tables) are the named ``presets`` of each method;
+``preset="auto"`` picks the one the benchmark declares for the hidden widths (Permuted MNIST:
+100 -> ``pmnist-100``, 2000 -> ``pmnist-2000``, anything else -> ``pmnist-100`` with a note).
+
+>>> c = RunConfig.from_dict({"tasks": 3, "seeds": [0, 1], "overrides": {"memory_window": "500"}})
+>>> c.tasks, c.seeds, c.resolve_hparams()[0], c.resolve_hparams()[1]["memory_window"]
+(3, (0, 1), 'pmnist-100', 500.0)
+>>> RunConfig.from_dict({"taks": 3})
+Traceback (most recent call last):
+...
+ValueError: unknown config key 'taks'; did you mean 'tasks'?
+>>> RunConfig.from_dict({"tasks": 0})
+Traceback (most recent call last):
+...
+ValueError: config 'tasks' must be >= 1, got 0
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from bimu.experiments.schedule import FINAL_CHOICES, EvalSchedule
+
+ENGINES = ("auto", "torch", "fused")
+OOD_SCORES = ("epistemic", "aleatoric", "variation_ratio", "predictive_entropy")
+
+# Keys that do not change results: a run may resume with different values of these.
+NON_SEMANTIC_KEYS = ("seeds", "out", "threads", "data_dir", "engine")
+
+
+def _int(v):
+    if isinstance(v, bool):
+        raise ValueError
+    f = float(v)
+    if f != int(f):
+        raise ValueError
+    return int(f)
+
+
+def _float(v):
+    if isinstance(v, bool):
+        raise ValueError
+    f = float(v)
+    if not math.isfinite(f):
+        raise ValueError
+    return f
+
+
+def _bool(v):
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, str) and v.strip().lower() in ("true", "1", "yes", "false", "0", "no"):
+        return v.strip().lower() in ("true", "1", "yes")
+    if isinstance(v, int) and v in (0, 1):
+        return bool(v)
+    raise ValueError
+
+
+def _str(v):
+    if not isinstance(v, str) or not v:
+        raise ValueError
+    return v
+
+
+def _opt(conv):
+    return lambda v: None if v is None or (isinstance(v, str) and v.lower() == "none") else conv(v)
+
+
+def _tuple(conv):
+    def f(v):
+        if isinstance(v, (str, bytes)) or not hasattr(v, "__iter__"):
+            v = [v]
+        return tuple(conv(x) for x in v)
+    return f
+
+
+def _mapping(v):
+    if not isinstance(v, Mapping):
+        raise ValueError
+    return {str(k): v[k] for k in v}
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """One experiment: a benchmark, a method, seeds, evaluation schedule and run options.
+
+    Attributes (all validated):
+        benchmark, method: registered names.
+        tasks: number of tasks in the stream.
+        seeds: one run (and run directory) per seed.
+        hidden: hidden widths (``None``: the benchmark's default, ``()``: a single linear layer).
+        preset: ``"auto"``, ``"none"`` or a method preset key.
+        overrides: method hyperparameters, name -> value (strings are coerced by the method's types).
+        batch_size: examples per update (1 in every paper run).
+        eval_*: the :class:`~bimu.experiments.schedule.EvalSchedule`.
+        eval_batch_size: examples per ``predict_proba`` call in evaluation.
+        eval_samples: MC samples for evaluation (``None``: the method's default).
+        ood, ood_every, ood_scores: OOD ROC-AUC every ``ood_every`` tasks (0: only after the last).
+        engine: ``auto`` (fused engine when it supports the method, else torch), ``torch`` or ``fused``.
+        threads: ``torch.set_num_threads``.
+        out: output root; data_dir: data directory (``None``: ``$BIMU_DATA_DIR``, then user cache).
+        train_limit, test_limit: examples kept per task (``None``: all).
+        active, threshold, mc_samples, budget, budget_exponent: active learning (``active=None``: off).
+    """
+
+    benchmark: str = "pmnist"
+    method: str = "bimu"
+    tasks: int = 10
+    seeds: tuple[int, ...] = (0,)
+    hidden: tuple[int, ...] | None = None
+    preset: str = "auto"
+    overrides: dict[str, Any] = dataclasses.field(default_factory=dict)
+    batch_size: int = 1
+    eval_all_every: int = 0
+    eval_sample_every: int = 0
+    eval_sample_size: int = 10
+    eval_last: int = 0
+    eval_last_every: int = 1
+    eval_final: str = "auto"
+    eval_final_last: int = 5
+    eval_final_all_max: int = 100
+    eval_batch_size: int = 1000
+    eval_samples: int | None = None
+    ood: bool = True
+    ood_every: int = 1
+    ood_scores: tuple[str, ...] = ("epistemic", "aleatoric", "variation_ratio")
+    engine: str = "auto"
+    threads: int = 1
+    out: str = "runs"
+    data_dir: str | None = None
+    train_limit: int | None = None
+    test_limit: int | None = None
+    active: str | None = None
+    threshold: float | None = None
+    mc_samples: int = 10
+    budget: float | None = None
+    budget_exponent: float = 0.5
+
+
+    @classmethod
+    def _rules(cls):
+        pos, nonneg = (lambda v: v >= 1, ">= 1"), (lambda v: v >= 0, ">= 0")
+        opt_pos = (lambda v: v is None or v >= 1, ">= 1 or none")
+        return {
+            "benchmark": (_str, None), "method": (_str, None),
+            "tasks": (_int, pos), "seeds": (_tuple(_int), (lambda v: len(v) >= 1 and len(set(v)) == len(v)
+                                                          and all(s >= 0 for s in v),
+                                                          "a non-empty list of distinct seeds >= 0")),
+            "hidden": (_opt(_tuple(_int)), (lambda v: v is None or all(h >= 1 for h in v), "widths >= 1")),
+            "preset": (_str, None), "overrides": (_mapping, None),
+            "batch_size": (_int, pos),
+            "eval_all_every": (_int, nonneg), "eval_sample_every": (_int, nonneg),
+            "eval_sample_size": (_int, pos), "eval_last": (_int, nonneg), "eval_last_every": (_int, pos),
+            "eval_final": (_str, (lambda v: v in FINAL_CHOICES, f"one of {FINAL_CHOICES}")),
+            "eval_final_last": (_int, pos), "eval_final_all_max": (_int, pos),
+            "eval_batch_size": (_int, pos), "eval_samples": (_opt(_int), opt_pos),
+            "ood": (_bool, None), "ood_every": (_int, nonneg),
+            "ood_scores": (_tuple(_str), (lambda v: all(s in OOD_SCORES for s in v), f"names from {OOD_SCORES}")),
+            "engine": (_str, (lambda v: v in ENGINES, f"one of {ENGINES}")),
+            "threads": (_int, pos), "out": (_str, None), "data_dir": (_opt(_str), None),
+            "train_limit": (_opt(_int), opt_pos), "test_limit": (_opt(_int), opt_pos),
+            "active": (_opt(_str), None),
+            "threshold": (_opt(_float), (lambda v: v is None or 0 <= v <= 1e6, ">= 0 or none")),
+            "mc_samples": (_int, pos),
+            "budget": (_opt(_float), (lambda v: v is None or 0 < v <= 1, "in (0, 1] or none")),
+            "budget_exponent": (_float, (lambda v: v > 0, "> 0")),
+        }
+
+    def __post_init__(self):
+        rules = self._rules()
+        for f in dataclasses.fields(self):
+            if f.name not in rules:
+                continue
+            conv, check = rules[f.name]
+            raw = getattr(self, f.name)
+            try:
+                value = conv(raw)
+            except (TypeError, ValueError):
+                raise ValueError(f"config {f.name!r} has a bad value {raw!r} (expected {_expected(f.type)})") from None
+            if check is not None and not check[0](value):
+                raise ValueError(f"config {f.name!r} must be {check[1]}, got {raw!r}")
+            object.__setattr__(self, f.name, value)
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> RunConfig:
+        """Build from a mapping; unknown keys raise ValueError naming them (with a suggestion)."""
+        names = [f.name for f in dataclasses.fields(cls)]
+        for key in d:
+            if key not in names:
+                close = difflib.get_close_matches(str(key), names, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {names}"
+                raise ValueError(f"unknown config key {key!r}{hint}")
+        return cls(**dict(d))
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (tuples as lists)."""
+        out = {}
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            out[f.name] = list(v) if isinstance(v, tuple) else (dict(v) if isinstance(v, dict) else v)
+        return out
+
+    def replace(self, **changes) -> RunConfig:
+        """A copy with ``changes`` (validated; unknown keys rejected)."""
+        d = self.to_dict()
+        for k in changes:
+            if k not in d:
+                raise ValueError(f"unknown config key {k!r}")
+        d.update(changes)
+        return RunConfig.from_dict(d)
+
+    # ------------------------------------------------------------------ derived values
+    @property
+    def schedule(self) -> EvalSchedule:
+        """The evaluation schedule."""
+        return EvalSchedule(all_every=self.eval_all_every, sample_every=self.eval_sample_every,
+                            sample_size=self.eval_sample_size, last_m=self.eval_last,
+                            last_every=self.eval_last_every, final=self.eval_final,
+                            final_last=self.eval_final_last, final_all_max=self.eval_final_all_max)
+
+    def hidden_widths(self) -> tuple[int, ...]:
+        """Hidden widths, the benchmark default if not set."""
+        if self.hidden is not None:
+            return self.hidden
+        from bimu.data.benchmarks import benchmark_entry
+
+        return benchmark_entry(self.benchmark).default_hidden
+
+    def preset_key(self) -> tuple[str | None, str]:
+        """``(preset key or None, note)`` after resolving ``"auto"`` / ``"none"``."""
+        from bimu.data.benchmarks import benchmark_entry
+        from bimu.methods import get_method
+
+        cls = get_method(self.method)
+        if self.preset == "none":
+            return None, ""
+        if self.preset != "auto":
+            if self.preset not in cls.presets:
+                raise ValueError(f"config 'preset': method {self.method!r} has no preset {self.preset!r}; "
+                                 f"known: {sorted(cls.presets)}")
+            return self.preset, ""
+        key, note = benchmark_entry(self.benchmark).preset_for(self.hidden_widths())
+        if key is not None and key not in cls.presets:
+            return None, f"method {self.method!r} has no paper preset {key!r}; using its defaults"
+        return key, note
+
+    def resolve_hparams(self) -> tuple[str | None, dict[str, Any], str]:
+        """``(preset key, validated hyperparameters, note)``; ValueError names a bad override."""
+        from bimu.methods import get_method
+
+        cls = get_method(self.method)
+        key, note = self.preset_key()
+        return key, cls.resolve_hyperparameters(self.overrides, preset=key), note
+
+    def validate(self) -> RunConfig:
+        """Check names that need the registries (benchmark, method, preset, overrides, active)."""
+        from bimu.data.benchmarks import benchmark_entry
+        from bimu.methods import get_method
+
+        try:
+            benchmark_entry(self.benchmark)
+        except ValueError as e:
+            raise ValueError(f"config 'benchmark': {e}") from None
+        try:
+            get_method(self.method)
+        except ValueError as e:
+            raise ValueError(f"config 'method': {e}") from None
+        self.resolve_hparams()
+        if self.active is None and (self.threshold is not None or self.budget is not None):
+            raise ValueError("config 'threshold' / 'budget' need an active strategy ('active')")
+        return self
+
+    def semantic_dict(self) -> dict[str, Any]:
+        """The keys that determine results (used to decide whether a run directory can be resumed)."""
+        d = self.to_dict()
+        for k in NON_SEMANTIC_KEYS:
+            d.pop(k, None)
+        return d
+
+
+def _expected(t) -> str:
+    return str(t).replace("typing.", "")
+
+
+def parse_override(text: str) -> tuple[str, str]:
+    """``"key=value"`` -> ``(key, value)``; ValueError naming the text otherwise.
+
+    >>> parse_override("memory_window=700")
+    ('memory_window', '700')
+    """
+    if "=" not in text:
+        raise ValueError(f"--set expects key=value, got {text!r}")
+    k, v = text.split("=", 1)
+    k = k.strip()
+    if not k:
+        raise ValueError(f"--set expects key=value, got {text!r}")
+    return k, v.strip()

@@ -1,0 +1,193 @@
+"""Run directories: ``<out>/<benchmark>-<method>/seed-<s>/`` with atomically written files.
+
+Files: ``config.json`` (resolved), ``environment.json``, ``metrics.jsonl`` (one line per completed
+task), ``accuracy_matrix.npy`` + ``.csv``, ``summary.json`` (written when the stream is complete),
+``checkpoint.pt`` (method state + runner state after the last completed task), ``error.txt`` (the
+traceback if the seed failed). Every write goes to a temporary file in the same folder, is flushed
+and fsynced, then ``os.replace``-d over the target, so a crash leaves either the old or the new file.
+
+>>> import tempfile
+>>> d = RunDir(seed_dir(tempfile.mkdtemp(), "pmnist", "bimu", 3))
+>>> d.path.name, d.path.parent.name
+('seed-3', 'pmnist-bimu')
+>>> d.write_json("x.json", {"a": 1}); d.read_json("x.json")
+{'a': 1}
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+CONFIG = "config.json"
+ENVIRONMENT = "environment.json"
+METRICS = "metrics.jsonl"
+MATRIX_NPY = "accuracy_matrix.npy"
+MATRIX_CSV = "accuracy_matrix.csv"
+SUMMARY = "summary.json"
+CHECKPOINT = "checkpoint.pt"
+ERROR = "error.txt"
+
+
+def seed_dir(out: str | os.PathLike, benchmark: str, method: str, seed: int) -> Path:
+    """The directory of one seed's run."""
+    return Path(out) / f"{benchmark}-{method}" / f"seed-{int(seed)}"
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (temp file in the same folder, fsync, ``os.replace``)."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_name(f".{p.name}.tmp-{os.getpid()}")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, p)
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Atomic UTF-8 text write."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, (np.floating,)):
+        return _jsonable(float(v))
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, np.ndarray):
+        return [_jsonable(x) for x in v.tolist()]
+    if isinstance(v, Mapping):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    return v
+
+
+def dumps(obj: Any, indent: int | None = 2) -> str:
+    """JSON text with NaN/inf written as null and numpy scalars as Python numbers."""
+    return json.dumps(_jsonable(obj), indent=indent, sort_keys=False)
+
+
+def git_commit(start: str | os.PathLike | None = None) -> str | None:
+    """The git commit of the source tree holding bimu (``None`` if not a git checkout)."""
+    start = Path(start or Path(__file__).resolve().parent)
+    try:
+        r = subprocess.run(["git", "-C", str(start), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+        if r.returncode != 0:
+            return None
+        commit = r.stdout.strip()
+        d = subprocess.run(["git", "-C", str(start), "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True, timeout=5)
+        return commit + ("-dirty" if d.returncode == 0 and d.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def environment_info(seed: int, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Versions, platform, seed, commit: what ``environment.json`` records."""
+    import torch
+
+    import bimu
+
+    versions = {"python": sys.version.split()[0], "bimu": bimu.__version__, "torch": torch.__version__,
+                "numpy": np.__version__}
+    for mod in ("numba", "matplotlib", "tqdm"):
+        try:
+            versions[mod] = __import__(mod).__version__
+        except Exception:  # noqa: BLE001 - optional packages
+            versions[mod] = None
+    info = {"seed": int(seed), "versions": versions, "platform": platform.platform(),
+            "machine": platform.machine(), "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+            "commit": git_commit(), "argv": sys.argv}
+    if extra:
+        info.update(extra)
+    return info
+
+
+class RunDir:
+    """One seed's run directory (created on first write)."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+
+    def file(self, name: str) -> Path:
+        """Path of file ``name`` inside the directory."""
+        return self.path / name
+
+    def exists(self, name: str) -> bool:
+        """Whether file ``name`` exists."""
+        return self.file(name).is_file()
+
+    def write_json(self, name: str, obj: Any) -> None:
+        """Atomically write ``obj`` as JSON."""
+        atomic_write_text(self.file(name), dumps(obj) + "\n")
+
+    def read_json(self, name: str) -> Any:
+        """Read a JSON file of the directory."""
+        return json.loads(self.file(name).read_text(encoding="utf-8"))
+
+    def write_metrics(self, records: Iterable[Mapping[str, Any]]) -> None:
+        """Atomically rewrite ``metrics.jsonl`` with one line per record."""
+        atomic_write_text(self.file(METRICS), "".join(dumps(r, indent=None) + "\n" for r in records))
+
+    def read_metrics(self) -> list[dict[str, Any]]:
+        """The records of ``metrics.jsonl`` (empty if absent)."""
+        if not self.exists(METRICS):
+            return []
+        return [json.loads(line) for line in self.file(METRICS).read_text(encoding="utf-8").splitlines() if line]
+
+    def write_matrix(self, R: np.ndarray) -> None:
+        """Atomically write the accuracy matrix as ``.npy`` and ``.csv`` (empty cells for NaN)."""
+        buf = io.BytesIO()
+        np.save(buf, np.asarray(R, dtype=np.float64))
+        atomic_write_bytes(self.file(MATRIX_NPY), buf.getvalue())
+        lines = [",".join("" if np.isnan(v) else f"{v:.6f}" for v in row) for row in np.asarray(R)]
+        atomic_write_text(self.file(MATRIX_CSV), "\n".join(lines) + "\n")
+
+    def read_matrix(self) -> np.ndarray:
+        """The accuracy matrix from ``accuracy_matrix.npy``."""
+        return np.load(self.file(MATRIX_NPY))
+
+    def save_checkpoint(self, state: Mapping[str, Any]) -> None:
+        """Atomically ``torch.save`` the checkpoint."""
+        import torch
+
+        buf = io.BytesIO()
+        torch.save(dict(state), buf)
+        atomic_write_bytes(self.file(CHECKPOINT), buf.getvalue())
+
+    def load_checkpoint(self) -> dict[str, Any] | None:
+        """The checkpoint, or ``None`` if there is none."""
+        import torch
+
+        if not self.exists(CHECKPOINT):
+            return None
+        return torch.load(self.file(CHECKPOINT), map_location="cpu", weights_only=False)
+
+    def write_error(self, text: str) -> None:
+        """Record a failure's traceback in ``error.txt``."""
+        atomic_write_text(self.file(ERROR), text)
+
+    def clear_error(self) -> None:
+        """Remove ``error.txt`` (a resumed run that succeeds)."""
+        try:
+            self.file(ERROR).unlink()
+        except FileNotFoundError:
+            pass
+
+    def __repr__(self) -> str:
+        return f"RunDir({str(self.path)!r})"
