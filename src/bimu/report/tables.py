@@ -1,0 +1,149 @@
+"""Paper-style tables from run directories: mean +- std over seeds, with the paper's numbers beside.
+
+>>> fmt_pm([0.9, 0.92], scale=100)
+'91.00 ± 1.41'
+>>> fmt_pm([])
+'-'
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+# Table 1 of the paper (1000-task Permuted MNIST, 100 hidden units): last-5 accuracy (mean, std),
+# OOD AUC, MMRR, single-task accuracy. None where the paper gives no value.
+PAPER_TABLE1: dict[str, dict[str, Any]] = {
+    "bimu": {"name": "BiMU", "last5": (90.30, 0.38), "auc": 0.99, "mmrr": 139.47, "one_task": 94.67},
+    "bayesbinn": {"name": "BayesBiNN", "last5": (41.12, None), "auc": 0.57, "mmrr": 2.04, "one_task": 93.22},
+    "synmeta": {"name": "Syn.Meta.", "last5": (10.27, None), "auc": None, "mmrr": 1.64, "one_task": 71.40},
+    "ste": {"name": "STE", "last5": (29.35, None), "auc": 0.69, "mmrr": 9.32, "one_task": 77.56},
+    "mesu": {"name": "MESU", "last5": (91.69, None), "auc": 0.95, "mmrr": 261.10, "one_task": 96.10},
+    "ewc": {"name": "EWC online", "last5": (81.78, None), "auc": 0.66, "mmrr": 6.63, "one_task": 96.06},
+    "si": {"name": "SI", "last5": (74.41, None), "auc": 0.66, "mmrr": 5.11, "one_task": 95.55},
+    "sgd": {"name": "SGD", "last5": (66.64, None), "auc": 0.87, "mmrr": 43.50, "one_task": 96.03},
+}
+"""Paper Table 1 (1000-task Permuted MNIST, 100 hidden units); only BiMU's last-5 std is listed."""
+
+_ALIASES = {"ewc-online": "ewc", "ewc_online": "ewc", "synaptic-metaplasticity": "synmeta", "syn-meta": "synmeta"}
+
+
+def find_seed_dirs(paths: Iterable[str | os.PathLike]) -> list[Path]:
+    """Every directory under ``paths`` (recursively, or the path itself) holding a ``config.json``
+    and a ``metrics.jsonl``; raises FileNotFoundError naming a path that does not exist."""
+    found = []
+    for p in paths:
+        p = Path(p)
+        if not p.exists():
+            raise FileNotFoundError(f"no such run directory: {p}")
+        cands = [p] if (p / "config.json").is_file() else [c.parent for c in sorted(p.rglob("config.json"))]
+        found += [c for c in cands if (c / "metrics.jsonl").is_file()]
+    return sorted(set(found))
+
+
+def load_run(path: str | os.PathLike) -> dict[str, Any]:
+    """One seed directory: config, accuracy matrix, metric records, summary (None if incomplete)."""
+    p = Path(path)
+    cfg = json.loads((p / "config.json").read_text())
+    R = np.load(p / "accuracy_matrix.npy") if (p / "accuracy_matrix.npy").is_file() else None
+    recs = [json.loads(x) for x in (p / "metrics.jsonl").read_text().splitlines() if x]
+    summ = json.loads((p / "summary.json").read_text()) if (p / "summary.json").is_file() else None
+    seed = summ.get("seed") if summ else None
+    if seed is None and p.name.startswith("seed-"):
+        seed = int(p.name[5:])
+    return {"path": p, "config": cfg, "R": R, "records": recs, "summary": summ, "seed": seed}
+
+
+def group_runs(runs: Sequence[dict[str, Any]]) -> dict[tuple, list[dict[str, Any]]]:
+    """Runs grouped by (benchmark, method, hidden widths, active strategy)."""
+    groups: dict[tuple, list] = defaultdict(list)
+    for r in runs:
+        c = r["config"]
+        hidden = tuple(c.get("resolved", {}).get("sizes", [])[1:-1])
+        groups[(c["benchmark"], c["method"], hidden, c.get("active"))].append(r)
+    return dict(groups)
+
+
+def _finite(vals) -> list[float]:
+    return [float(v) for v in vals if v is not None and isinstance(v, (int, float)) and math.isfinite(v)]
+
+
+def fmt_pm(vals, scale: float = 1.0, digits: int = 2) -> str:
+    """``mean ± std`` (sample std, ddof=1; no std for one value) of the finite values, ``-`` if none."""
+    v = _finite(vals)
+    if not v:
+        return "-"
+    a = np.asarray(v) * scale
+    if len(a) == 1:
+        return f"{a[0]:.{digits}f}"
+    return f"{a.mean():.{digits}f} ± {a.std(ddof=1):.{digits}f}"
+
+
+def group_stats(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Per-seed values of each reported quantity, for complete runs only."""
+    done = [r for r in runs if r["summary"] and r["summary"].get("complete")]
+    s = [r["summary"] for r in done]
+    from bimu.metrics import mmrr_seed_averaged
+
+    mats = [r["R"] for r in done if r["R"] is not None]
+    return {
+        "seeds": [r["seed"] for r in done],
+        "incomplete": [r["seed"] for r in runs if r not in done],
+        "last_k": s[0]["last_k"] if s else 5,
+        "last_k_acc": [x["last_k_acc"] for x in s],
+        "auc_epistemic": [(x.get("ood_auc") or {}).get("epistemic") for x in s],
+        "auc_aleatoric": [(x.get("ood_auc") or {}).get("aleatoric") for x in s],
+        "auc_vr": [(x.get("ood_auc") or {}).get("variation_ratio") for x in s],
+        "mmrr": [x["mmrr"] for x in s],
+        "mmrr_seed_avg": mmrr_seed_averaged(mats) if mats and len({m.shape for m in mats}) == 1 else None,
+        "bwt": [x["bwt"] for x in s],
+        "first_task_acc": [x["first_task_acc"] for x in s],
+        "steps_per_s": [x["steps_per_s"] for x in s],
+    }
+
+
+def markdown_table(groups: dict[tuple, list[dict[str, Any]]], paper: bool = True) -> str:
+    """The paper-style markdown table (accuracies in %, mean ± std over seeds)."""
+    head = ["benchmark", "method", "hidden", "seeds", "last-k acc (%)", "AUC epi", "AUC alea", "AUC VR",
+            "MMRR", "MMRR (seed-avg)", "BWT (%)", "1st task (%)", "steps/s"]
+    if paper:
+        head += ["paper last-5", "paper AUC", "paper MMRR", "paper 1-task"]
+    rows = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    for (bench, method, hidden, active), runs in sorted(groups.items(), key=lambda kv: str(kv[0])):
+        st = group_stats(runs)
+        name = method + (f" [active: {active}]" if active else "")
+        seeds = ",".join(map(str, st["seeds"])) or "-"
+        if st["incomplete"]:
+            seeds += f" (incomplete: {','.join(map(str, st['incomplete']))})"
+        cells = [bench, name, "x".join(map(str, hidden)) or "-", seeds,
+                 fmt_pm(st["last_k_acc"], 100) + ("" if st["last_k"] == 5 else f" (last {st['last_k']})"),
+                 fmt_pm(st["auc_epistemic"], 1, 3), fmt_pm(st["auc_aleatoric"], 1, 3), fmt_pm(st["auc_vr"], 1, 3),
+                 fmt_pm(st["mmrr"]), "-" if st["mmrr_seed_avg"] is None else f"{st['mmrr_seed_avg']:.2f}",
+                 fmt_pm(st["bwt"], 100), fmt_pm(st["first_task_acc"], 100), fmt_pm(st["steps_per_s"], 1, 0)]
+        if paper:
+            ref = PAPER_TABLE1.get(_ALIASES.get(method, method)) if bench == "pmnist" and hidden == (100,) else None
+            if ref:
+                m, sd = ref["last5"]
+                cells += [f"{m:.2f}" + ("" if sd is None else f" ± {sd:.2f}"),
+                          "-" if ref["auc"] is None else f"{ref['auc']:.2f}", f"{ref['mmrr']:.2f}",
+                          f"{ref['one_task']:.2f}"]
+            else:
+                cells += ["-"] * 4
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def report(paths: Sequence[str | os.PathLike], paper: bool = True) -> tuple[str, dict]:
+    """``(markdown table, groups)`` for the run directories under ``paths``."""
+    dirs = find_seed_dirs(paths)
+    if not dirs:
+        raise FileNotFoundError(f"no run directories (config.json + metrics.jsonl) under {list(map(str, paths))}")
+    groups = group_runs([load_run(d) for d in dirs])
+    return markdown_table(groups, paper=paper), groups
