@@ -160,7 +160,7 @@ def roc_auc_reference_1000_thresholds(scores_in, scores_out, n_thresholds: int =
     th = np.linspace(0.0, top, int(n_thresholds))
     tpr = (b[None, :] > th[:, None]).mean(1)
     fpr = (a[None, :] > th[:, None]).mean(1)
-    order = np.argsort(fpr, kind="mergesort")
+    order = np.lexsort((tpr, fpr))  # along increasing FPR, then TPR (a monotone curve)
     x, y = fpr[order], tpr[order]
     return float(np.sum((x[1:] - x[:-1]) * (y[1:] + y[:-1]) / 2.0))
 

