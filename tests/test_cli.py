@@ -1,0 +1,73 @@
+import json
+import os
+
+import pytest
+
+import test_runner_fakes  # noqa: F401 - registers the fake-test benchmark
+from bimu import cli
+
+
+def test_help_documents_every_command(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    out = capsys.readouterr().out
+    for cmd in ("run", "report", "demo", "data"):
+        assert cmd in out
+    with pytest.raises(SystemExit):
+        cli.main(["run", "--help"])
+    out = capsys.readouterr().out
+    for opt in ("--method", "--tasks", "--seeds", "--hidden", "--set", "--engine", "--active", "--threshold",
+                "--mc-samples", "--budget", "--budget-exponent", "--eval-all-every", "--train-limit", "--out"):
+        assert opt in out
+
+
+def test_bad_options_exit_2_naming_the_problem(capsys, tmp_path):
+    assert cli.main(["run", "fake-test", "--set", "foo=1", "--out", str(tmp_path)]) == 2
+    assert "unknown hyperparameter 'foo'" in capsys.readouterr().err
+    assert cli.main(["run", "fake-test", "--tasks", "0", "--out", str(tmp_path)]) == 2
+    assert "'tasks' must be >= 1" in capsys.readouterr().err
+    assert cli.main(["run", "nobench", "--out", str(tmp_path)]) == 2
+    assert "unknown benchmark 'nobench'" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())  # nothing was written
+
+
+def test_missing_data_is_an_error_before_training(capsys, tmp_path):
+    code = cli.main(["run", "pmnist", "--tasks", "1", "--data-dir", str(tmp_path / "empty"), "--out",
+                     str(tmp_path / "runs")])
+    assert code == 2
+    assert "bimu data fetch mnist" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_run_then_report(capsys, tmp_path):
+    out = tmp_path / "runs"
+    args = ["run", "fake-test", "--tasks", "2", "--seeds", "0", "1", "--out", str(out), "--no-progress",
+            "--set", "memory_window=500", "--engine", "torch"]
+    assert cli.main(args) == 0
+    printed = capsys.readouterr().out
+    assert "| fake-test | bimu |" in printed
+    cfg = json.loads((out / "fake-test-bimu" / "seed-1" / "config.json").read_text())
+    assert cfg["overrides"] == {"memory_window": "500"} and cfg["resolved"]["hparams"]["memory_window"] == 500.0
+    assert cfg["resolved"]["engine"] == "torch" and cfg["resolved"]["sizes"] == [6, 3]
+    plot = tmp_path / "acc.png"
+    assert cli.main(["report", str(out), "--plot", str(plot)]) == 0
+    table = capsys.readouterr().out
+    assert "| fake-test | bimu | - | 0,1 |" in table and "±" in table
+    assert plot.stat().st_size > 1000
+
+
+def test_report_on_missing_dir(capsys, tmp_path):
+    assert cli.main(["report", str(tmp_path / "nope")]) == 2
+    assert "no such run directory" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not os.environ.get("BIMU_DATA_DIR"), reason="BIMU_DATA_DIR is not set")
+def test_data_verify(capsys):
+    assert cli.main(["data", "verify"]) == 0
+    out = capsys.readouterr().out
+    assert "mnist: OK" in out and "fashion-mnist: OK" in out
+
+
+def test_command_modules_are_optional():
+    assert isinstance(cli.COMMAND_MODULES, tuple)
+    cli.build_parser()  # modules that are not installed are skipped

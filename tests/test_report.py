@@ -1,0 +1,45 @@
+import numpy as np
+
+from bimu.experiments.rundir import RunDir
+from bimu.report import markdown_table, plot_accuracy_per_task
+from bimu.report.tables import PAPER_TABLE1, find_seed_dirs, fmt_pm, group_runs, load_run
+
+NAN = np.nan
+
+
+def make_seed(root, seed, R, ood):
+    d = RunDir(root / "pmnist-bimu" / f"seed-{seed}")
+    d.write_json("config.json", {"benchmark": "pmnist", "method": "bimu", "active": None,
+                                 "resolved": {"sizes": [784, 100, 10]}})
+    d.write_matrix(R)
+    d.write_metrics([{"task": t} for t in range(len(R))])
+    d.write_json("summary.json", {"complete": True, "seed": seed, "last_k": 2,
+                                  "last_k_acc": float(np.mean(R[-1, -2:])), "ood_auc": ood,
+                                  "mmrr": 1.0 / (np.nanmax(R) - R[-1, -1] + 1e-5), "bwt": float(R[-1, 0] - R[0, 0]),
+                                  "first_task_acc": float(R[0, 0]), "steps_per_s": 300.0})
+
+
+def test_table_mean_std_and_paper_column(tmp_path):
+    make_seed(tmp_path, 0, np.array([[0.90, NAN], [0.80, 0.94]]), {"epistemic": 0.9, "aleatoric": 0.8,
+                                                                   "variation_ratio": 0.85})
+    make_seed(tmp_path, 1, np.array([[0.92, NAN], [0.84, 0.90]]), {"epistemic": 0.8, "aleatoric": 0.8,
+                                                                   "variation_ratio": 0.75})
+    dirs = find_seed_dirs([tmp_path])
+    assert [d.name for d in dirs] == ["seed-0", "seed-1"]
+    groups = group_runs([load_run(d) for d in dirs])
+    table = markdown_table(groups)
+    row = table.splitlines()[2]
+    # last-2 accuracy per seed: 0.87, 0.87 -> 87.00 ± 0.00; epistemic AUC 0.85 ± 0.071
+    assert "| pmnist | bimu | 100 | 0,1 | 87.00 ± 0.00 (last 2) | 0.850 ± 0.071 | 0.800 ± 0.000 |" in row
+    assert "90.30 ± 0.38" in row and "139.47" in row and "94.67" in row
+    assert "91.00 ± 1.41" in row  # first-task accuracy
+    # seed-averaged MMRR: mean matrix [[0.91, -], [0.82, 0.92]] -> 1 / (0.92 - 0.92 + 1e-5)
+    assert "100000.00" in row
+    p = plot_accuracy_per_task(groups, tmp_path / "p.png")
+    assert p.stat().st_size > 1000
+
+
+def test_fmt_and_paper_numbers():
+    assert fmt_pm([0.5], scale=100) == "50.00"
+    assert fmt_pm([None, float("nan")]) == "-"
+    assert PAPER_TABLE1["mesu"]["mmrr"] == 261.10 and PAPER_TABLE1["synmeta"]["auc"] is None
