@@ -237,3 +237,12 @@ def test_eval_generator_is_deterministic_and_distinct():
     b = torch.rand(3, generator=runner.eval_generator(0, 2, 1))
     c = torch.rand(3, generator=runner.eval_generator(0, 2, 0))
     assert torch.equal(a, b) and not torch.equal(a, c)
+
+
+def test_equivalent_spellings_of_a_config_resume_the_same_directory(tmp_path):
+    base = dict(benchmark="fake-test", tasks=1, seeds=[0], out=str(tmp_path))
+    _, code = run_experiment(RunConfig.from_dict(base), progress=False, log=lambda s: None)
+    assert code == 0
+    same = RunConfig.from_dict(dict(base, hidden=[], preset="none", overrides={"memory_window": "1000"}))
+    res, code = run_experiment(same, progress=False, log=lambda s: None)
+    assert code == 0 and res[0].get("skipped")

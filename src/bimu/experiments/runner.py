@@ -375,7 +375,9 @@ def make_learner(method, config: RunConfig):
 
 def resolved_config(config: RunConfig, sizes, preset, hparams, note, engine) -> dict[str, Any]:
     """What ``config.json`` holds: the config plus everything resolved from it."""
-    return {**config.to_dict(), "resolved": {"sizes": list(sizes), "preset": preset, "hparams": dict(hparams),
+    d = config.to_dict()
+    d["hidden"] = list(config.hidden_widths())  # None (benchmark default) resolved, so both spellings resume
+    return {**d, "resolved": {"sizes": list(sizes), "preset": preset, "hparams": dict(hparams),
                                              "note": note, "engine": engine}}
 
 
@@ -392,8 +394,10 @@ def run_seed(config: RunConfig, seed: int, *, progress: bool | None = None, log=
     resolved = resolved_config(config, sizes, preset, hparams, note, engine)
     if rd.exists(CONFIG):
         old = rd.read_json(CONFIG)
-        old_sem = {k: v for k, v in old.items() if k not in ("resolved", *_non_semantic())}
-        new_sem = {k: v for k, v in _roundtrip(resolved).items() if k not in ("resolved", *_non_semantic())}
+        # preset and overrides are compared through the resolved hyperparameters
+        skip = ("resolved", "preset", "overrides", *_non_semantic())
+        old_sem = {k: v for k, v in old.items() if k not in skip}
+        new_sem = {k: v for k, v in _roundtrip(resolved).items() if k not in skip}
         if old_sem != new_sem or old.get("resolved", {}).get("hparams") != _roundtrip(hparams):
             diff = sorted(k for k in set(old_sem) | set(new_sem) if old_sem.get(k) != new_sem.get(k))
             raise ValueError(f"{rd.path} holds a run with a different configuration (differs in {diff or ['hparams']}); "

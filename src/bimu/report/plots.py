@@ -41,7 +41,11 @@ def plot_accuracy_per_task(groups: dict, path: str | os.PathLike, title: str | N
         axes[1].plot(tasks[ok], final[ok], marker="o" if ok.sum() <= 50 else None, label=label)
     axes[0].set_title("right after training on the task")
     axes[1].set_title("after the whole stream")
+    from matplotlib.ticker import MaxNLocator
+
     for ax in axes:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_ylim(0, 100)
         ax.set_xlabel("task")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("test accuracy (%)")
