@@ -69,7 +69,7 @@ def evaluate(method, x: torch.Tensor, y: torch.Tensor | None, *, batch_size: int
     for i in range(0, len(x), batch_size):
         p = method.predict_proba(x[i:i + batch_size], n_samples=n_samples, generator=generator)
         if y is not None:
-            pred = torch.log(p.clamp_min(1e-38)).mean(0).argmax(-1)
+            pred = torch.log(p.clamp_min(1e-30)).mean(0).argmax(-1)
             correct += int((pred == y[i:i + batch_size]).sum())
         for n, f in fns.items():
             out[n].append(f(p).to(torch.float64).numpy())
