@@ -88,3 +88,14 @@ def test_real_data_tiny_subset():
     assert x.shape == (100, 784) and y.shape == (100,)
     assert abs(b.mean - 0.1307) < 1e-3 and abs(b.std - 0.3081) < 1e-3
     assert b.ood_set().shape == (50, 784)
+
+
+def test_validation_variant_uses_other_permutations_and_held_out_training_images(synthetic, monkeypatch):
+    monkeypatch.setattr(permuted, "VALIDATION_SIZE", 10)
+    v = PermutedMNIST(n_tasks=2, seed=0, ood=False, validation=True)
+    assert not torch.equal(v.permutation(1), PermutedMNIST(n_tasks=2, seed=0, ood=False).permutation(1))
+    xt, yt = v.test_task(0)
+    assert xt.shape == (10, 784)
+    np.testing.assert_array_equal(yt.numpy(), synthetic[("mnist", "train")][1][40:])
+    x, _ = v.train_task(0, 0)
+    assert x.shape == (40, 784)

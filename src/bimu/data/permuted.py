@@ -28,11 +28,16 @@ from bimu.data.mnist import load_dataset
 N_PIXELS = 784
 _PERM_TAG = 0x5E12  # stream tags keep the permutation and order streams independent
 _ORDER_TAG = 0x0D3E
+_VALIDATION_TAG = 0x7A11
+VALIDATION_SIZE = 10000
 
 
-def pixel_permutation(seed: int, task: int, n_pixels: int = N_PIXELS) -> np.ndarray:
-    """The pixel permutation of ``task`` for run ``seed`` (int64 ``[n_pixels]``), platform-stable."""
-    ss = np.random.SeedSequence([int(seed), int(task), _PERM_TAG])
+def pixel_permutation(seed: int, task: int, n_pixels: int = N_PIXELS, validation: bool = False) -> np.ndarray:
+    """The pixel permutation of ``task`` for run ``seed`` (int64 ``[n_pixels]``), platform-stable.
+
+    ``validation=True`` draws from a separate stream (the paper tunes on other permutations).
+    """
+    ss = np.random.SeedSequence([int(seed), int(task), _PERM_TAG] + ([_VALIDATION_TAG] if validation else []))
     return np.random.Generator(np.random.PCG64(ss)).permutation(n_pixels)
 
 
@@ -75,6 +80,8 @@ class PermutedMNIST:
         train_limit / test_limit: keep only this many examples per task (``None``: all).
         ood: load Fashion-MNIST as the OOD set.
         identity_first_task: make task 0 the unpermuted MNIST (off by default).
+        validation: the tuning variant: other permutations, training on the first 50,000 MNIST
+            training images and testing on the last 10,000 (the MNIST test set is not touched).
     """
 
     name = "pmnist"
@@ -83,7 +90,8 @@ class PermutedMNIST:
     is_standin = False
 
     def __init__(self, data_dir=None, n_tasks: int = 1000, seed: int = 0, train_limit: int | None = None,
-                 test_limit: int | None = None, ood: bool = True, identity_first_task: bool = False):
+                 test_limit: int | None = None, ood: bool = True, identity_first_task: bool = False,
+                 validation: bool = False):
         if int(n_tasks) < 1:
             raise ValueError(f"n_tasks must be >= 1, got {n_tasks}")
         for key, v in (("train_limit", train_limit), ("test_limit", test_limit)):
@@ -94,8 +102,13 @@ class PermutedMNIST:
         self.train_limit = None if train_limit is None else int(train_limit)
         self.test_limit = None if test_limit is None else int(test_limit)
         self.identity_first_task = bool(identity_first_task)
+        self.validation = bool(validation)
         self._train_x, self._train_y = load_dataset("mnist", "train", data_dir)
         self._test_x, self._test_y = load_dataset("mnist", "test", data_dir)
+        if self.validation:
+            cut = len(self._train_y) - VALIDATION_SIZE
+            self._test_x, self._test_y = self._train_x[cut:], self._train_y[cut:]
+            self._train_x, self._train_y = self._train_x[:cut], self._train_y[:cut]
         self.mean, self.std = training_statistics(self._train_x)
         if self.test_limit is not None:
             self._test_x, self._test_y = self._test_x[: self.test_limit], self._test_y[: self.test_limit]
@@ -119,7 +132,7 @@ class PermutedMNIST:
         task = self._check_task(task)
         if task == 0 and self.identity_first_task:
             return torch.arange(N_PIXELS)
-        return torch.from_numpy(pixel_permutation(self.seed, task))
+        return torch.from_numpy(pixel_permutation(self.seed, task, validation=self.validation))
 
     def train_task(self, task: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Training examples of ``task`` in the presentation order of run ``seed``."""
