@@ -43,3 +43,14 @@ def test_fmt_and_paper_numbers():
     assert fmt_pm([0.5], scale=100) == "50.00"
     assert fmt_pm([None, float("nan")]) == "-"
     assert PAPER_TABLE1["mesu"]["mmrr"] == 261.10 and PAPER_TABLE1["synmeta"]["auc"] is None
+
+
+def test_incomplete_run_is_listed_with_its_progress(tmp_path):
+    d = RunDir(tmp_path / "pmnist-bimu" / "seed-4")
+    d.write_json("config.json", {"benchmark": "pmnist", "method": "bimu", "tasks": 3, "active": None,
+                                 "resolved": {"sizes": [784, 100, 10]}})
+    d.write_matrix(np.array([[0.935, NAN, NAN], [NAN] * 3, [NAN] * 3]))
+    d.write_metrics([{"task": 0, "acc": 0.935}])
+    table = markdown_table(group_runs([load_run(p) for p in find_seed_dirs([tmp_path])]))
+    assert "| - (incomplete: 4) |" in table
+    assert "seed 4: incomplete, 1/3 tasks done; accuracy right after training (%): 93.50" in table

@@ -137,6 +137,18 @@ def markdown_table(groups: dict[tuple, list[dict[str, Any]]], paper: bool = True
             else:
                 cells += ["-"] * 4
         rows.append("| " + " | ".join(cells) + " |")
+    notes = []
+    for key, runs in sorted(groups.items(), key=lambda kv: str(kv[0])):
+        for r in runs:
+            if r["summary"] and r["summary"].get("complete"):
+                continue
+            done = [rec["task"] for rec in r["records"]]
+            diag = ", ".join(f"{100 * rec['acc']:.2f}" for rec in r["records"] if rec.get("acc") is not None)
+            n = r["config"].get("tasks", "?")
+            notes.append(f"- {key[0]}-{key[1]} seed {r['seed']}: incomplete, {len(done)}/{n} tasks done; "
+                         f"accuracy right after training (%): {diag or '-'} (run the same command to resume)")
+    if notes:
+        rows += ["", *notes]
     return "\n".join(rows)
 
 
