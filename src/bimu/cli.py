@@ -143,9 +143,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     plot = Path(args.plot) if args.plot else Path(args.dirs[0]) / "accuracy_per_task.png"
     try:
         plot_accuracy_per_task(groups, plot)
-        print(f"\nplot: {plot}")
     except OSError as e:
         return _err(f"cannot write the plot {plot}: {e}")
+    print(f"\nplot: {plot}")
     return 0
 
 
