@@ -246,3 +246,17 @@ def test_equivalent_spellings_of_a_config_resume_the_same_directory(tmp_path):
     same = RunConfig.from_dict(dict(base, hidden=[], preset="none", overrides={"memory_window": "1000"}))
     res, code = run_experiment(same, progress=False, log=lambda s: None)
     assert code == 0 and res[0].get("skipped")
+
+
+def test_run_directory_lock(tmp_path):
+    rd = RunDir(tmp_path / "x")
+    rd.acquire_lock()
+    rd.acquire_lock()  # re-entrant for the same process
+    (rd.path / ".lock").write_text("1")  # pid 1 is alive: another process holds it
+    with pytest.raises(RuntimeError, match="in use by process 1"):
+        rd.acquire_lock()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    (rd.path / ".lock").write_text(dead.stdout.strip())  # a dead process's lock is taken over
+    rd.acquire_lock()
+    rd.release_lock()
+    assert not (rd.path / ".lock").exists()

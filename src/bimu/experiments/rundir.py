@@ -189,5 +189,49 @@ class RunDir:
         except FileNotFoundError:
             pass
 
+    def acquire_lock(self) -> None:
+        """Claim the directory for this process (``.lock`` holding the pid).
+
+        Raises RuntimeError if another live process holds it; a lock left by a dead process (e.g.
+        after ``kill -9``) is taken over.
+        """
+        self.path.mkdir(parents=True, exist_ok=True)
+        lock = self.file(".lock")
+        for _ in range(2):
+            try:
+                fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                try:
+                    pid = int(lock.read_text().strip() or 0)
+                except (OSError, ValueError):
+                    pid = 0
+                if pid and pid != os.getpid() and _alive(pid):
+                    raise RuntimeError(f"{self.path} is in use by process {pid}; wait for it or stop it") from None
+                lock.unlink(missing_ok=True)
+                continue
+            with os.fdopen(fd, "w") as f:
+                f.write(str(os.getpid()))
+            return
+        raise RuntimeError(f"could not lock {self.path}")
+
+    def release_lock(self) -> None:
+        """Remove this process's ``.lock``."""
+        lock = self.file(".lock")
+        try:
+            if int(lock.read_text().strip() or 0) == os.getpid():
+                lock.unlink()
+        except (OSError, ValueError):
+            pass
+
     def __repr__(self) -> str:
         return f"RunDir({str(self.path)!r})"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

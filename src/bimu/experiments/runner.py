@@ -411,6 +411,15 @@ def run_seed(config: RunConfig, seed: int, *, progress: bool | None = None, log=
                     "run_dir": str(rd.path), "skipped": True}
     if note:
         log(f"note: {note}")
+    rd.acquire_lock()
+    try:
+        return _run_locked(config, seed, rd, bench, method, engine, learner, resolved, preset, progress, log,
+                           on_task_end)
+    finally:
+        rd.release_lock()
+
+
+def _run_locked(config, seed, rd, bench, method, engine, learner, resolved, preset, progress, log, on_task_end):
     rd.write_json(CONFIG, resolved)
     rd.write_json(ENVIRONMENT, environment_info(seed, {"engine": engine, "threads": config.threads,
                                                        "resumed": rd.exists("checkpoint.pt")}))
