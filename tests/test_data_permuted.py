@@ -99,3 +99,6 @@ def test_validation_variant_uses_other_permutations_and_held_out_training_images
     np.testing.assert_array_equal(yt.numpy(), synthetic[("mnist", "train")][1][40:])
     x, _ = v.train_task(0, 0)
     assert x.shape == (40, 784)
+    assert torch.equal(v.validation_task(1)[0], v.test_task(1)[0])
+    with pytest.raises(ValueError, match="validation=True"):
+        PermutedMNIST(n_tasks=2, ood=False).validation_task(0)

@@ -149,6 +149,12 @@ class PermutedMNIST:
         perm = self.permutation(task)
         return self._test_base.index_select(1, perm).contiguous(), self._test_labels
 
+    def validation_task(self, task: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The held-out validation examples of ``task`` (only for ``validation=True``)."""
+        if not self.validation:
+            raise ValueError("this Permuted MNIST has no validation split; build it with validation=True")
+        return self.test_task(task)
+
     def ood_set(self) -> torch.Tensor | None:
         """Fashion-MNIST test images, standardised with the MNIST training statistics (unpermuted)."""
         return self._ood
