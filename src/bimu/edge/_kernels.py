@@ -151,6 +151,8 @@ def _activate(pre, n, sign_act, a2, c_eps, act):
         d = n * pre[o] - s
         if sign_act:
             on = d >= 0
+        elif a2 == 1.0:  # exact: an integer difference, then one comparison with the eps term
+            on = np.float64(d * d - var_n2) > c_eps
         else:
             on = np.float64(d * d) > rhs
         if on:
