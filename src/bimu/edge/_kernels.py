@@ -22,6 +22,7 @@ _S31 = np.uint64(31)
 _ONE = np.uint64(1)
 _ZERO = np.uint64(0)
 _ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
+ROUND_MAGIC = 6755399441055744.0  # 1.5 * 2^52: (y + M) - M rounds y half to even
 PLANES = 32  # bits of a threshold / of a random integer
 
 
@@ -231,3 +232,34 @@ def input_planes(xq, n_bits):
                 planes[b, p, w] |= ((u >> np.uint64(p)) & _ONE) << sh
         sums[b] = s
     return planes, sums
+
+
+@njit(cache=True)
+def quantize_planes(x, inv_scale, qmax, n_bits):
+    """Quantise real inputs ``x [B, n]`` (``rint(x * inv_scale)`` half to even, clipped to ``+-qmax``)
+    straight into two's-complement bit planes ``[B, n_bits, n_words]``; also returns the integer
+    row sums and the integers themselves."""
+    batch, n = x.shape
+    n_words = (n + 63) // 64
+    planes = np.zeros((batch, n_bits, n_words), dtype=np.uint64)
+    sums = np.zeros(batch, dtype=np.int64)
+    xq = np.empty((batch, n_words * 64), dtype=np.int64)
+    mask = np.int64((1 << n_bits) - 1)
+    for b in range(batch):
+        s = np.int64(0)
+        for i in range(n):
+            y = np.float64(x[b, i]) * inv_scale
+            y = min(max(y, -qmax), qmax)
+            v = np.int64((y + ROUND_MAGIC) - ROUND_MAGIC)  # round half to even (|y| < 2^51)
+            xq[b, i] = v
+            s += v
+        for i in range(n, n_words * 64):
+            xq[b, i] = 0
+        sums[b] = s
+        for w in range(n_words):
+            for p in range(n_bits):
+                word = _ZERO
+                for i in range(64):
+                    word |= np.uint64((xq[b, w * 64 + i] & mask) >> p & 1) << np.uint64(i)
+                planes[b, p, w] = word
+    return planes, sums, xq[:, :n]

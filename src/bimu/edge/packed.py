@@ -265,6 +265,14 @@ class PackedNetwork:
         """``x_q * scale`` as float32: the input on which the float path equals the packed path."""
         return torch.from_numpy((self.quantize(x) * self.input_scale).astype(np.float32))
 
+    def _quantize_planes(self, x):
+        x = _as_2d(x, self.sizes[0])
+        if x.dtype not in (np.float32, np.float64):
+            x = x.astype(np.float64)
+        planes, sums, _ = K.quantize_planes(np.ascontiguousarray(x), 2.0**-self.input_exponent, float(self.qmax),
+                                            self.input_bits)
+        return planes, sums
+
     def _input_planes(self, xq: np.ndarray):
         return K.input_planes(np.ascontiguousarray(xq, dtype=np.int64), self.input_bits)
 
@@ -281,7 +289,7 @@ class PackedNetwork:
             raise ValueError(f"n_samples must be >= 1, got {n_samples}")
         if int(seed) < 0 or int(sample_offset) < 0:
             raise ValueError("seed and sample_offset must be non-negative")
-        planes, xsum = self._input_planes(self.quantize(x))
+        planes, xsum = self._quantize_planes(x)
         out = np.empty((int(n_samples), planes.shape[0], self.n_classes), dtype=np.int64)
         K.mc_forward(planes, xsum, self._coefs, self._planes_flat, self._plane_off, self._sizes, self._valid,
                      self.activation == "sign", self._a2, self._c_eps, np.uint64(int(seed) % 2**64),
