@@ -74,7 +74,8 @@ def model_from_method_state(ms: dict, source: str = "state") -> tuple[BinaryBaye
     if not lam_keys or len(lam_keys) != len(model_state):
         raise ValueError(
             f"{source}: method {method!r} does not hold a binary Bayesian MLP (Bernoulli layers "
-            "'layers.{i}.lam' only); export supports the paper's family (BiMU, BayesBiNN)")
+            "'layers.{i}.lam' only): outside the supported family of the paper's binary Bayesian networks (BiMU, "
+            "BayesBiNN)")
     lams = [model_state[k] for k in lam_keys]
     sizes = [int(lams[0].shape[1])] + [int(t.shape[0]) for t in lams]
     for a, b in zip(lams[:-1], lams[1:]):

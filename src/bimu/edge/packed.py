@@ -117,6 +117,8 @@ def input_exponent_for(input_max: float, bits: int) -> int:
     """
     if not (input_max > 0 and math.isfinite(input_max)):
         raise ValueError(f"input_max must be a positive finite number, got {input_max}")
+    if not (2 <= int(bits) <= MAX_INPUT_BITS):
+        raise ValueError(f"input_bits must lie in [2, {MAX_INPUT_BITS}], got {bits}")
     qmax = 2 ** (int(bits) - 1) - 1
     e = math.ceil(math.log2(input_max / qmax))
     while input_max / 2.0**e > qmax:  # guard against log2 round-off
