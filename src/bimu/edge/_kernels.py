@@ -214,27 +214,6 @@ def mc_forward(x_planes, x_sum, coefs, planes_flat, plane_off, sizes, valid_last
 
 
 @njit(cache=True)
-def input_planes(xq, n_bits):
-    """Two's-complement bit planes ``[B, n_bits, n_words]`` of integer inputs ``xq [B, n]``, and row sums."""
-    batch, n = xq.shape
-    n_words = (n + 63) // 64
-    planes = np.zeros((batch, n_bits, n_words), dtype=np.uint64)
-    sums = np.zeros(batch, dtype=np.int64)
-    for b in range(batch):
-        s = np.int64(0)
-        for i in range(n):
-            v = xq[b, i]
-            s += v
-            u = np.uint64(v & ((1 << n_bits) - 1))
-            w = i >> 6
-            sh = np.uint64(i & 63)
-            for p in range(n_bits):
-                planes[b, p, w] |= ((u >> np.uint64(p)) & _ONE) << sh
-        sums[b] = s
-    return planes, sums
-
-
-@njit(cache=True)
 def quantize_planes(x, inv_scale, qmax, n_bits):
     """Quantise real inputs ``x [B, n]`` (``rint(x * inv_scale)`` half to even, clipped to ``+-qmax``)
     straight into two's-complement bit planes ``[B, n_bits, n_words]``; also returns the integer

@@ -204,10 +204,8 @@ class PackedNetwork:
             s = self.input_scale if l == 0 else 1.0
             c[l] = a2 * LAYER_NORM_EPS * n * n / (s * s)
         self._c_eps = c
-        qmax = self.qmax
         self._coefs = np.asarray([1 << p for p in range(self.input_bits - 1)] + [-(1 << (self.input_bits - 1))],
                                  dtype=np.int64)
-        assert qmax > 0
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -274,9 +272,6 @@ class PackedNetwork:
         planes, sums, _ = K.quantize_planes(np.ascontiguousarray(x), 2.0**-self.input_exponent, float(self.qmax),
                                             self.input_bits)
         return planes, sums
-
-    def _input_planes(self, xq: np.ndarray):
-        return K.input_planes(np.ascontiguousarray(xq, dtype=np.int64), self.input_bits)
 
     # ------------------------------------------------------------------ inference
     def logits_int(self, x, n_samples: int, seed: int = 0, sample_offset: int = 0,
