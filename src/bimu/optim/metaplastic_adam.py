@@ -14,7 +14,9 @@ Adam step ``U`` (``W_h <- W_h - U``)::
 so growing ``|W_h|`` (consolidation) is free while shrinking it becomes ever harder: synapses
 become rigid as they consolidate. ``metaplasticity = 0`` is plain Adam (``f_meta = 1``); the batch
 norm parameters of the network are trained that way. The decision uses the sign of ``W_h`` before
-the step.
+the step. With ``decoupled_weight_decay=True`` the decay is instead applied as in AdamW (Loshchilov &
+Hutter 2019), ``W_h <- W_h (1 - lr * weight_decay)`` before the Adam step, and is not folded into
+``g``; with ``metaplasticity = 0`` that is exactly AdamW (used by the STE baseline).
 
 >>> import torch
 >>> w = torch.tensor([1.0, 1.0]); g = torch.tensor([1.0, -1.0])
@@ -43,9 +45,13 @@ def metaplastic_factor(w: torch.Tensor, metaplasticity: float) -> torch.Tensor:
 @torch.no_grad()
 def metaplastic_adam_update_(w: torch.Tensor, grad: torch.Tensor, exp_avg: torch.Tensor, exp_avg_sq: torch.Tensor,
                              *, step: int, lr: float, metaplasticity: float, beta1: float = 0.9,
-                             beta2: float = 0.999, eps: float = 1e-8, weight_decay: float = 0.0) -> torch.Tensor:
+                             beta2: float = 0.999, eps: float = 1e-8, weight_decay: float = 0.0,
+                             decoupled_weight_decay: bool = False) -> torch.Tensor:
     """One metaplastic Adam step on ``w`` in place (``step`` counts from 1); returns the applied change."""
-    if weight_decay:
+    before = w.clone()
+    if weight_decay and decoupled_weight_decay:
+        w.mul_(1.0 - lr * weight_decay)
+    elif weight_decay:
         grad = grad + weight_decay * w
     exp_avg.mul_(beta1).add_((1.0 - beta1) * grad)
     exp_avg_sq.mul_(beta2).add_((1.0 - beta2) * grad * grad)
@@ -56,7 +62,7 @@ def metaplastic_adam_update_(w: torch.Tensor, grad: torch.Tensor, exp_avg: torch
         shrinking = update * w > 0
         update = torch.where(shrinking, update * metaplastic_factor(w, metaplasticity), update)
     w.sub_(update)
-    return -update
+    return w - before
 
 
 class MetaplasticAdam(Optimizer):
@@ -70,12 +76,15 @@ class MetaplasticAdam(Optimizer):
         betas: Adam's ``(beta1, beta2)``, each in [0, 1).
         eps: Adam's epsilon (> 0).
         weight_decay: L2 coefficient added to the gradient (>= 0).
+        decoupled_weight_decay: apply ``weight_decay`` AdamW-style instead.
 
-    The moments and the step count live in ``state[p]`` and survive ``state_dict()``.
+    The moments and the step count live in ``state[p]``, are created at construction (so the
+    training-state memory is fixed from the start) and survive ``state_dict()``.
     """
 
     def __init__(self, params: Iterable, lr: float = 3.7e-5, metaplasticity: float = 7.2,
-                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0):
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
+                 decoupled_weight_decay: bool = False):
         if len(tuple(betas)) != 2:
             raise ValueError(f"betas must hold two numbers, got {betas!r}")
         defaults = dict(
@@ -85,10 +94,15 @@ class MetaplasticAdam(Optimizer):
                    check_number("beta2", betas[1], low=0, high=1, high_inclusive=False)),
             eps=check_number("eps", eps, low=0, low_inclusive=False),
             weight_decay=check_number("weight_decay", weight_decay, low=0),
+            decoupled_weight_decay=bool(decoupled_weight_decay),
         )
         super().__init__(params, defaults)
         for group in self.param_groups:
             check_number("metaplasticity", group["metaplasticity"], low=0)
+            for p in group["params"]:
+                self.state[p]["step"] = 0
+                self.state[p]["exp_avg"] = torch.zeros_like(p, memory_format=torch.contiguous_format)
+                self.state[p]["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.contiguous_format)
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -103,12 +117,9 @@ class MetaplasticAdam(Optimizer):
                 if p.grad is None:
                     continue
                 state = self.state[p]
-                if not state:
-                    state["step"] = 0
-                    state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                    state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
                 state["step"] += 1
                 metaplastic_adam_update_(p, p.grad, state["exp_avg"], state["exp_avg_sq"], step=state["step"],
                                          lr=group["lr"], metaplasticity=group["metaplasticity"], beta1=beta1,
-                                         beta2=beta2, eps=group["eps"], weight_decay=group["weight_decay"])
+                                         beta2=beta2, eps=group["eps"], weight_decay=group["weight_decay"],
+                                         decoupled_weight_decay=group["decoupled_weight_decay"])
         return loss
