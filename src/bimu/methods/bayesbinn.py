@@ -4,9 +4,9 @@ Per update (see :mod:`bimu.optim.bayesbinn` for the derivation):
 
 1. for every layer draw ``K`` relaxed weights ``w_k = tanh((lambda + delta_k)/T)``,
    ``delta_k = 0.5 log(u_k / (1 - u_k))`` (one sample per MC draw shared by the batch);
-2. ``L`` = the batch-mean of the negative log-likelihood averaged over the ``K`` samples; autograd
-   gives ``dL/dw_k``;
-3. ``g_mu = mean_k dL/dw_k (1 - w_k^2) / (T (1 - tanh^2 lambda))`` (the mu-gradient estimator);
+2. ``l(w_k)`` = the batch-mean negative log-likelihood under sample ``k``; autograd gives ``dl/dw_k``;
+3. ``g_mu = mean_k dl/dw_k (1 - w_k^2) / (T (1 - tanh^2 lambda))`` (the mu-gradient estimator; equal
+   to the gradient of ``mean_k l(w_k)`` w.r.t. ``mu = tanh(lambda)``);
 4. ``lambda <- lambda - lr (g_mu + prior_strength (lambda - lambda_prior))``.
 
 At every task end ``lambda_prior <- lambda`` (so it needs task boundaries). ``lambda`` starts at 0
@@ -115,7 +115,9 @@ class BayesBiNNMethod(OnlineMethod):
             delta = relaxed_noise(u)
             deltas.append(delta)
             weights.append(torch.tanh((lam.detach() + delta) / temp).requires_grad_(True))
-        loss = mc_nll(forward_with_weights(self.model, x, weights), y) / x.shape[0]
+        # Sum over samples of each sample's batch-mean NLL, so that grads_w[k] = dl(w_k)/dw_k; the
+        # estimator averages over the K samples.
+        loss = mc_nll(forward_with_weights(self.model, x, weights), y) * (k / x.shape[0])
         grads_w = torch.autograd.grad(loss, weights)
         for lam, g, delta in zip(lams, grads_w, deltas):
             lam.grad = bayesbinn_mu_gradient(g, lam.detach(), delta, temp)

@@ -109,6 +109,7 @@ class GaussianLinear(nn.Module):
         return torch.einsum("sbi,soi->sbo", x, w) + b.unsqueeze(1)
 
     def extra_repr(self) -> str:
+        """Summary shown by ``repr``."""
         return f"in_features={self.in_features}, out_features={self.out_features}"
 
 

@@ -78,6 +78,7 @@ class SignLinear(nn.Module):
         return x @ self.binary_weight().t()
 
     def extra_repr(self) -> str:
+        """Summary shown by ``repr``."""
         return f"in_features={self.in_features}, out_features={self.out_features}"
 
 
@@ -137,6 +138,7 @@ class OnlineBatchNorm(nn.Module):
         return (x - self.running_mean) * inv * self.weight + self.bias
 
     def extra_repr(self) -> str:
+        """Summary shown by ``repr``."""
         return f"{self.num_features}, momentum={self.momentum}, eps={self.eps}"
 
 

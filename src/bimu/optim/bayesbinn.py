@@ -75,8 +75,9 @@ def bayesbinn_mu_gradient(grad_w: torch.Tensor, lam: torch.Tensor, delta: torch.
                           temperature: float = 1.0) -> torch.Tensor:
     """The BayesBiNN ``mu``-gradient estimator ``mean_k dL/dw_k (1 - w_k^2) / (T (1 - tanh^2 lambda))``.
 
-    ``grad_w`` and ``delta`` are ``[K, *lam.shape]``: the loss gradient w.r.t. each relaxed weight
-    sample and the logistic noise that produced it.
+    ``grad_w`` and ``delta`` are ``[K, *lam.shape]``: the gradient of sample ``k``'s own loss
+    ``l(w_k)`` w.r.t. its relaxed weights (not of the loss averaged over samples, which would carry an
+    extra ``1/K``) and the logistic noise that produced ``w_k``.
     """
     if grad_w.shape != delta.shape or grad_w.shape[1:] != lam.shape:
         raise ValueError(f"grad_w {tuple(grad_w.shape)} and delta {tuple(delta.shape)} must be [K, "
