@@ -222,11 +222,7 @@ def _bad_batches():
 
 @pytest.mark.parametrize("case", sorted(_bad_batches()))
 @pytest.mark.parametrize("name", METHODS)
-def test_bad_inputs_raise_value_error(name, case, request):
-    if name == "bimu" and case in ("nan input", "inf input", "label too large", "negative label",
-                                   "label count mismatch"):
-        request.applymarker(pytest.mark.xfail(
-            strict=True, reason="BiMUMethod.learn does not call self.check_batch (lead's file; reported)"))
+def test_bad_inputs_raise_value_error(name, case):
     x, y = _bad_batches()[case]
     method = make(name)
     state = copy.deepcopy(method.state_dict())
@@ -239,10 +235,7 @@ def test_bad_inputs_raise_value_error(name, case, request):
 
 
 @pytest.mark.parametrize("name", METHODS)
-def test_bad_prediction_inputs_raise_value_error(name, request):
-    if name == "bimu":
-        request.applymarker(pytest.mark.xfail(
-            strict=True, reason="BiMUMethod._predict_logits does not call self.check_batch (reported)"))
+def test_bad_prediction_inputs_raise_value_error(name):
     method = make(name)
     with pytest.raises(ValueError):
         method.predict_proba(torch.full((2, 20), math.nan))
