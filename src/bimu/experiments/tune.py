@@ -65,6 +65,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import importlib.util
 import inspect
 import json
 import math
@@ -342,6 +343,23 @@ def redact_url(url: str | None) -> str | None:
     return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[1]}"))
 
 
+def postgres_driver_url(url: str) -> str:
+    """``url`` with an installed PostgreSQL driver named when it names none.
+
+    SQLAlchemy's default driver for a bare ``postgresql://`` depends on its version (psycopg2 before
+    2.1, psycopg 3 from 2.1 on); the one installed is named explicitly (psycopg2 first, then
+    psycopg). ``postgres://`` is accepted as ``postgresql://``; other URLs are returned unchanged.
+    """
+    if url.startswith("postgres://"):
+        url = "postgresql://" + url[len("postgres://"):]
+    if not url.startswith("postgresql://"):
+        return url
+    for module, driver in (("psycopg2", "psycopg2"), ("psycopg", "psycopg")):
+        if importlib.util.find_spec(module) is not None:
+            return f"postgresql+{driver}://" + url[len("postgresql://"):]
+    return url
+
+
 def _retry_callback(max_retry: int):
     from optuna import storages
 
@@ -364,9 +382,7 @@ def make_storage(config: TuneConfig):
             backend_cls = optuna.storages.JournalFileStorage
         return optuna.storages.JournalStorage(backend_cls(str(path)))
 
-    url = config.storage
-    if url.startswith("postgres://"):
-        url = "postgresql://" + url[len("postgres://"):]
+    url = postgres_driver_url(config.storage)
     kwargs: dict[str, Any] = dict(heartbeat_interval=config.heartbeat_interval, grace_period=config.grace_period)
     params = inspect.signature(optuna.storages.RDBStorage.__init__).parameters
     callback_key = ("heartbeat_stale_trial_callback" if "heartbeat_stale_trial_callback" in params
@@ -379,10 +395,10 @@ def make_storage(config: TuneConfig):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, **kwargs)
-        except ModuleNotFoundError as exc:
+        except ImportError as exc:
             raise ModuleNotFoundError(
-                f"the database driver {exc.name!r} for {redact_url(url)} is missing: "
-                "pip install 'bimu[tune]' (PostgreSQL: psycopg2-binary)", name=exc.name) from None
+                f"the database driver for {redact_url(url)} is missing ({exc}): "
+                "pip install 'bimu[tune]' (PostgreSQL: psycopg2-binary)", name="psycopg2") from None
         except Exception as exc:  # sqlalchemy errors: connection refused, concurrent DDL
             last = exc
             time.sleep(0.2 + random.random() * (attempt + 1) * 0.5)
@@ -646,7 +662,7 @@ def run_tune(config: TuneConfig, evaluate: Callable[..., np.ndarray] | str | Non
     check_search_space(cls, strict=config.strict_space, preset=preset)
     evaluate_fn = resolve_evaluator(evaluate if evaluate is not None else config.evaluator)
     if evaluate is not None and not isinstance(evaluate, str):
-        config.evaluator = getattr(evaluate, "__qualname__", "custom")
+        config.evaluator = "custom"  # a callable given in code: its identity is the caller's business
     streams = _accepts_keyword(evaluate_fn, "on_task_end")
 
     storage = make_storage(config)

@@ -1,0 +1,152 @@
+"""A tiny search on a journal file, the best-config export, the CLI, and the default evaluator."""
+
+import json
+import math
+import sys
+import types
+
+import numpy as np
+import pytest
+
+optuna = pytest.importorskip("optuna")
+
+from bimu.experiments import search_spaces as ss  # noqa: E402
+from bimu.experiments import tune, tune_cli  # noqa: E402
+from bimu.methods import get_method  # noqa: E402
+
+TINY = {"n_tasks": 2, "n_train": 16, "n_eval": 32, "hidden": 0}
+
+
+def fake_evaluate(method_name, hparams, seed, benchmark_options):
+    """Instant accuracy matrix peaking at lr = 5 (a stand-in for a run)."""
+    acc = 0.5 + 0.4 * math.exp(-(math.log(hparams["lr"]) - math.log(5.0)) ** 2 / 8)
+    T = int(benchmark_options.get("n_tasks", 3))
+    R = np.full((T, T), np.nan)
+    for i in range(T):
+        R[i, : i + 1] = acc
+    return R
+
+
+def load(config):
+    c = config.resolved()
+    return optuna.load_study(study_name=c.study_name, storage=tune.make_storage(c))
+
+
+def test_tiny_search_on_a_journal_file(tmp_path):
+    seen = []
+
+    def evaluate(method_name, hparams, seed, benchmark_options, on_task_end=None):
+        seen.append(dict(benchmark_options))
+        return tune.synthetic_evaluate(method_name, hparams, seed, benchmark_options, on_task_end=on_task_end)
+
+    config = tune.TuneConfig("blobs", "bimu", trials=3, out_dir=str(tmp_path / "out"), sampler_seed=0,
+                             benchmark_options=dict(TINY), export=str(tmp_path / "best.json"))
+    result = tune.run_tune(config, evaluate=evaluate)
+
+    assert (tmp_path / "out" / "optuna.journal").exists()
+    assert sorted(result.completed_here) == [0, 1, 2] and result.n_finished == 3
+    assert all(o["validation"] is True and o["benchmark"] == "blobs" for o in seen)  # never a test split
+    study = load(config)
+    trials = study.get_trials()
+    assert [t.state for t in trials] == [optuna.trial.TrialState.COMPLETE] * 3
+
+    rec = ss.SpaceRecorder()
+    ss.get_search_space("bimu")(rec)
+    cls = get_method("bimu")
+    for t in trials:
+        assert sorted(t.intermediate_values) == [0, 1]  # H_t reported after each task
+        assert t.intermediate_values[1] == pytest.approx(t.value)
+        hp = t.user_attrs["hparams"]
+        for key, value in hp.items():
+            d = rec.distributions[key]
+            assert d["low"] <= value <= d["high"]
+        cls.resolve_hyperparameters(hp)  # valid for the method
+
+    best = json.loads((tmp_path / "out" / "best_config.json").read_text())
+    assert json.loads((tmp_path / "best.json").read_text()) == best
+    assert best["benchmark"] == "blobs" and best["method"] == "bimu" and best["preset"] is None
+    assert best["overrides"] == study.best_trial.user_attrs["hparams"]
+    assert best["tune"]["trial"] == study.best_trial.number
+    assert best["tune"]["value"] == pytest.approx(study.best_value)
+    assert best["tune"]["weights"] == [0.5, 0.25, 0.25]
+    assert "validation" not in best.get("benchmark_options", {})
+
+    # The budget is for the study: a second worker finds it complete; a larger budget adds the rest.
+    again = tune.run_tune(config, evaluate=fake_evaluate)
+    assert again.completed_here == [] and again.n_finished == 3
+    more = tune.run_tune(tune.TuneConfig(**{**vars(config), "trials": 5}), evaluate=fake_evaluate)
+    assert more.completed_here == [3, 4] and more.n_finished == 5
+
+    # Workers of one study must agree on its objective.
+    with pytest.raises(ValueError, match="other settings.*weights"):
+        tune.run_tune(tune.TuneConfig(**{**vars(config), "trials": 6, "weights": (1, 0, 0)}),
+                      evaluate=fake_evaluate)
+
+
+def test_cli_runs_a_search_and_exports(tmp_path, capsys):
+    out = tmp_path / "cli"
+    argv = ["blobs", "--method", "bimu", "--evaluator", "synthetic", "--trials", "2", "--out", str(out),
+            "--export", str(tmp_path / "exported.json"), "--sampler-seed", "1", "--quiet", "--objective", "mean",
+            *[a for k, v in TINY.items() for a in ("--option", f"{k}={v}")]]
+    assert tune_cli.main(argv) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["n_finished"] == 2 and sorted(summary["completed_here"]) == [0, 1]
+    best = json.loads((tmp_path / "exported.json").read_text())
+    assert best["tune"]["reduce"] == "mean" and best["tune"]["validation_options"]["n_tasks"] == 2
+    assert list(out.glob("worker-*.json"))
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--method", "adam"], "unknown method 'adam'"),
+    (["--method", "bimu", "--weights", "1", "1", "1"], "sum to 1"),
+    (["--method", "bimu", "--weights", "-1", "1", "1"], "non-negative"),
+    (["--method", "bimu", "--storage", "redis://localhost"], "unknown storage scheme 'redis'"),
+    (["--method", "bimu", "--evaluator", "nope"], "unknown evaluator"),
+    (["--method", "bimu", "--preset", "pmnist-3"], "no preset 'pmnist-3'"),
+])
+def test_cli_bad_input(tmp_path, capsys, extra, message):
+    assert tune_cli.main(["blobs", "--out", str(tmp_path), "--trials", "1", *extra]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_cli_registers_on_a_parent_parser():
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="bimu")
+    tune_cli.add_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["tune", "pmnist", "--method", "bimu", "--trials", "200",
+                              "--storage", "postgresql://u@h/db", "--option", "n_tasks=10"])
+    assert args.func is tune_cli.run_command
+    c = tune_cli.config_from_args(args).resolved()
+    assert (c.trials, c.storage, c.benchmark_options) == (200, "postgresql://u@h/db", {"n_tasks": 10, "validation": True})
+
+
+def test_show_space(capsys):
+    assert tune_cli.main(["pmnist", "--method", "bimu", "--show-space"]) == 0
+    assert set(json.loads(capsys.readouterr().out)) == set(ss.check_search_space("bimu"))
+
+
+def test_default_evaluator_uses_the_runner_on_the_validation_split(monkeypatch):
+    calls = []
+    fake = types.ModuleType("bimu.experiments.runner")
+
+    def run_stream(**kwargs):
+        calls.append(kwargs)
+        kwargs["on_task_end"](0, [0.5])
+        return {"accuracy_matrix": [[0.5]]}
+
+    fake.run_stream = run_stream
+    monkeypatch.setitem(sys.modules, "bimu.experiments.runner", fake)
+    rows = []
+    R = tune.runner_evaluate("bimu", {"lr": 1.0}, 3, {"benchmark": "pmnist", "n_tasks": 10, "validation": True},
+                             on_task_end=lambda t, row: rows.append((t, list(row))))
+    assert R.tolist() == [[0.5]] and rows == [(0, [0.5])]
+    (kw,) = calls
+    assert kw["benchmark"] == "pmnist" and kw["method"] == "bimu" and kw["seed"] == 3
+    assert kw["split"] == "validation" and kw["benchmark_options"] == {"n_tasks": 10, "validation": True}
+
+
+def test_default_evaluator_without_a_runner_is_a_clear_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "bimu.experiments.runner", types.ModuleType("bimu.experiments.runner"))
+    with pytest.raises(RuntimeError, match="run_stream"):
+        tune.runner_evaluate("bimu", {}, 0, {"benchmark": "pmnist", "validation": True})
