@@ -114,11 +114,27 @@ def test_cli_registers_on_a_parent_parser():
 
     parser = argparse.ArgumentParser(prog="bimu")
     tune_cli.add_parser(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["tune", "pmnist", "--method", "bimu", "--trials", "200",
+    args = parser.parse_args(["tune", "pmnist", "--method", "bimu", "--trials", "200", "--hidden", "2000",
                               "--storage", "postgresql://u@h/db", "--option", "n_tasks=10"])
     assert args.func is tune_cli.run_command
     c = tune_cli.config_from_args(args).resolved()
-    assert (c.trials, c.storage, c.benchmark_options) == (200, "postgresql://u@h/db", {"n_tasks": 10, "validation": True})
+    assert (c.trials, c.storage) == (200, "postgresql://u@h/db")
+    assert c.benchmark_options == {"n_tasks": 10, "validation": True, "hidden": [2000]}
+
+
+def test_pruning_on_intermediate_h(tmp_path):
+    def streaming(method_name, hparams, seed, benchmark_options, on_task_end=None):
+        R = fake_evaluate(method_name, hparams, seed, {"n_tasks": 4})
+        for t in range(4):
+            on_task_end(t, R[t, : t + 1])
+        return R
+
+    config = tune.TuneConfig("blobs", "bimu", trials=12, out_dir=str(tmp_path), pruner="median", sampler_seed=3)
+    result = tune.run_tune(config, evaluate=streaming)
+    states = [t.state for t in load(config).get_trials()]
+    assert result.n_finished == 12 and len(states) == 12
+    assert states.count(optuna.trial.TrialState.PRUNED) >= 1
+    assert set(states) <= {optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED}
 
 
 def test_show_space(capsys):

@@ -42,6 +42,7 @@ def start_trial(study, pid):
     return trial
 
 
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage")  # the test asks a trial by hand on purpose
 def test_stale_heartbeat_on_rdb_is_failed_and_retried(tmp_path):
     config = tune.TuneConfig("blobs", "bimu", trials=1, storage=f"sqlite:///{tmp_path / 'study.db'}",
                              out_dir=str(tmp_path), heartbeat_interval=1, grace_period=2, poll_interval=0.2)

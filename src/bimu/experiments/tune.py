@@ -424,10 +424,11 @@ def runner_evaluate(method_name: str, hparams: Mapping[str, Any], seed: int,
         result = run_stream(benchmark=NAME, method=METHOD, hparams=FULL_HPARAMS, seed=SEED,
                             benchmark_options=OPTIONS,     # e.g. {"n_tasks": 10, "validation": True}
                             split="validation",            # evaluate on the validation split only
-                            on_task_end=CALLBACK)          # CALLBACK(t, accs on tasks 0..t)
+                            on_task_end=CALLBACK,          # CALLBACK(t, accs on tasks 0..t)
+                            hidden=[2000])                 # only when the study sets hidden widths
         result.accuracy_matrix  # (or result["accuracy_matrix"], or the array itself) [T, T]
 
-    It writes no run directory. The runner must refuse ``split="validation"`` for a benchmark
+    It writes no run directory. ``on_task_end`` may raise ``optuna.TrialPruned``: let it propagate. The runner must refuse ``split="validation"`` for a benchmark
     without a validation split (tuning never falls back to the test set).
     """
     try:
@@ -443,8 +444,12 @@ def runner_evaluate(method_name: str, hparams: Mapping[str, Any], seed: int,
             "for a smoke test)") from None
     opts = dict(benchmark_options)
     name = opts.pop("benchmark")
+    extra = {}
+    if "hidden" in opts:
+        h = opts.pop("hidden")
+        extra["hidden"] = [int(v) for v in (h if isinstance(h, (list, tuple)) else [h]) if int(v) > 0]
     result = run_stream(benchmark=name, method=method_name, hparams=dict(hparams), seed=int(seed),
-                        benchmark_options=opts, split="validation", on_task_end=on_task_end)
+                        benchmark_options=opts, split="validation", on_task_end=on_task_end, **extra)
     if isinstance(result, Mapping):
         matrix = result["accuracy_matrix"]
     else:
@@ -458,7 +463,8 @@ def synthetic_evaluate(method_name: str, hparams: Mapping[str, Any], seed: int,
 
     Permuted Gaussian blobs: ``n_classes`` Gaussian clusters in ``n_features`` dimensions; task ``t``
     permutes the features with its own permutation. Options (``benchmark_options``): ``n_tasks`` (3),
-    ``n_features`` (20), ``n_classes`` (4), ``hidden`` (16), ``n_train`` (64 per task, one example
+    ``n_features`` (20), ``n_classes`` (4), ``hidden`` (16; an int or a list of widths, 0 or [] for
+    a linear classifier), ``n_train`` (64 per task, one example
     per online step), ``n_eval`` (128 per task). With ``validation=True`` the permutations and the
     evaluation examples come from a separate seed range (the "validation split"); there is no test
     set here at all.
@@ -473,7 +479,9 @@ def synthetic_evaluate(method_name: str, hparams: Mapping[str, Any], seed: int,
 
     o = dict(benchmark_options)
     n_tasks, d, c = int(o.get("n_tasks", 3)), int(o.get("n_features", 20)), int(o.get("n_classes", 4))
-    hidden, n_train, n_eval = int(o.get("hidden", 16)), int(o.get("n_train", 64)), int(o.get("n_eval", 128))
+    hidden = o.get("hidden", 16)
+    hidden = [int(h) for h in (hidden if isinstance(hidden, (list, tuple)) else [hidden]) if int(h) > 0]
+    n_train, n_eval = int(o.get("n_train", 64)), int(o.get("n_eval", 128))
     data_seed = 10_000 + int(o.get("data_seed", 0)) + (5_000 if o.get("validation") else 0)
     rng = np.random.default_rng(data_seed)
     centers = rng.normal(0.0, 1.5, size=(c, d))
@@ -486,7 +494,7 @@ def synthetic_evaluate(method_name: str, hparams: Mapping[str, Any], seed: int,
 
     evals = [draw(t, n_eval, np.random.default_rng(data_seed + 1 + t)) for t in range(n_tasks)]
     needs_boundaries = get_method(method_name).info.needs_task_boundaries
-    method = create_method(method_name, [d, hidden, c] if hidden > 0 else [d, c], seed=int(seed), **hparams)
+    method = create_method(method_name, [d, *hidden, c], seed=int(seed), **hparams)
     train_rng = np.random.default_rng(20_000 + int(seed))
     R = np.full((n_tasks, n_tasks), np.nan)
     for t in range(n_tasks):
@@ -600,7 +608,8 @@ def _default_preset(config: TuneConfig, cls) -> str | None:
         from bimu.data.benchmarks import benchmark_entry
 
         entry = benchmark_entry(config.benchmark)
-        preset, _ = entry.preset_for(entry.default_hidden)
+        hidden = config.benchmark_options.get("hidden")
+        preset, _ = entry.preset_for(tuple(hidden) if isinstance(hidden, (list, tuple)) else entry.default_hidden)
     except Exception:  # no data package, unknown benchmark, older registry
         return None
     return preset if preset in cls.presets else None
@@ -777,6 +786,8 @@ def best_config(study, config: TuneConfig, trial=None) -> dict[str, Any]:
         "method": config.method,
         "preset": config.preset,
         "overrides": overrides,
+        **({"hidden": list(config.benchmark_options["hidden"])}
+           if isinstance(config.benchmark_options.get("hidden"), (list, tuple)) else {}),
         "tune": {
             "study": study.study_name,
             "storage": (str(journal_path(config.storage, config.out_dir))

@@ -63,6 +63,8 @@ def configure_parser(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds per trial (value = mean)")
     p.add_argument("--preset", default=None,
                    help="paper preset under the tuned values (default: the benchmark's, if the method has it)")
+    p.add_argument("--hidden", type=int, nargs="+", default=None, metavar="WIDTH",
+                   help="hidden widths of the network (default: the benchmark's); exported with the config")
     p.add_argument("--option", type=_option, action="append", default=[], metavar="KEY=VALUE",
                    help="benchmark option for tuning (JSON value), e.g. n_tasks=10; repeatable")
     p.add_argument("--timeout", type=float, default=None, help="stop starting trials after this many seconds")
@@ -87,7 +89,8 @@ def config_from_args(args: argparse.Namespace) -> _tune.TuneConfig:
     return _tune.TuneConfig(
         benchmark=args.benchmark, method=args.method, trials=args.trials, storage=args.storage,
         study_name=args.study_name, out_dir=args.out, weights=tuple(args.weights), reduce=args.objective,
-        seeds=tuple(args.seeds), preset=args.preset, benchmark_options=dict(args.option),
+        seeds=tuple(args.seeds), preset=args.preset,
+        benchmark_options={**dict(args.option), **({"hidden": list(args.hidden)} if args.hidden else {})},
         timeout=args.timeout, heartbeat_interval=args.heartbeat_interval, grace_period=args.grace_period,
         max_retry=args.max_retry, pruner=args.pruner, sampler_seed=args.sampler_seed,
         strict_space=not args.skip_unknown_hparams, export=args.export, poll_interval=args.poll_interval,
@@ -118,6 +121,10 @@ def run_command(args: argparse.Namespace) -> int:
         raise
     except (ValueError, RuntimeError) as exc:
         return err(str(exc))
+    except KeyboardInterrupt:
+        print("bimu tune: interrupted; the running trial is marked FAIL, finished trials are kept in the "
+              "study (run the same command to go on)", file=sys.stderr)
+        return 130
     summary = {
         "study": result.study_name, "storage": result.storage, "worker": f"{socket.gethostname()}:{os.getpid()}",
         "completed_here": result.completed_here, "failed_here": result.failed_here,
