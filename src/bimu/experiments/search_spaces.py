@@ -43,7 +43,7 @@ SearchSpace = Callable[[Any], dict[str, Any]]
 # --------------------------------------------------------------------------- the spaces
 def bimu_space(trial) -> dict[str, Any]:
     """BiMU: gamma, alpha_max, beta_L, beta_KL, N (paper values: gamma 0.87-60, alpha_max 0.0023-0.092,
-    beta_L 16.7-280.7, beta_KL 0.14-6.2, N 700-8900)."""
+    beta_L 14-280.7, beta_KL 0.14-6.2, N 700-8900)."""
     return {
         "lr": trial.suggest_float("lr", 0.1, 200.0, log=True),
         "lr_max": trial.suggest_float("lr_max", 1e-4, 0.3, log=True),
@@ -54,9 +54,9 @@ def bimu_space(trial) -> dict[str, Any]:
 
 
 def bayesbinn_space(trial) -> dict[str, Any]:
-    """BayesBiNN: learning rate (0.011-1.59 in the paper) and prior strength (1e-6-1.25e-5)."""
+    """BayesBiNN: learning rate (0.011-10 in the paper) and prior strength (1e-6-4.6e-5)."""
     return {
-        "lr": trial.suggest_float("lr", 1e-3, 5.0, log=True),
+        "lr": trial.suggest_float("lr", 1e-3, 20.0, log=True),
         "prior_strength": trial.suggest_float("prior_strength", 1e-8, 1e-3, log=True),
     }
 
@@ -82,7 +82,7 @@ def mesu_space(trial) -> dict[str, Any]:
     """MESU: alpha_mu, alpha_sigma, sigma_prior, memory window N, gradient clamp."""
     return {
         "lr_mu": trial.suggest_float("lr_mu", 0.01, 200.0, log=True),
-        "lr_sigma": trial.suggest_float("lr_sigma", 1e-3, 20.0, log=True),
+        "lr_sigma": trial.suggest_float("lr_sigma", 1e-3, 200.0, log=True),
         "sigma_prior": trial.suggest_float("sigma_prior", 0.05, 1.0),
         "memory_window": trial.suggest_float("memory_window", 1e4, 1e7, log=True),
         "clamp_grad": trial.suggest_float("clamp_grad", 0.05, 1.0),
