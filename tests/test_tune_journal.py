@@ -64,12 +64,13 @@ def test_tiny_search_on_a_journal_file(tmp_path):
 
     best = json.loads((tmp_path / "out" / "best_config.json").read_text())
     assert json.loads((tmp_path / "best.json").read_text()) == best
-    assert best["benchmark"] == "blobs" and best["method"] == "bimu" and best["preset"] is None
-    assert best["overrides"] == study.best_trial.user_attrs["hparams"]
-    assert best["tune"]["trial"] == study.best_trial.number
-    assert best["tune"]["value"] == pytest.approx(study.best_value)
-    assert best["tune"]["weights"] == [0.5, 0.25, 0.25]
-    assert "validation" not in best.get("benchmark_options", {})
+    # Only keys of the run config (``bimu run --config``): no tuning options, no provenance.
+    assert best == {"benchmark": "blobs", "method": "bimu", "preset": "none",
+                    "overrides": study.best_trial.user_attrs["hparams"], "hidden": []}  # TINY: hidden=0
+    info = json.loads((tmp_path / "out" / "best_trial.json").read_text())
+    assert info["trial"] == study.best_trial.number and info["config"] == best
+    assert info["value"] == pytest.approx(study.best_value)
+    assert info["weights"] == [0.5, 0.25, 0.25] and info["validation_options"]["validation"] is True
 
     # The budget is for the study: a second worker finds it complete; a larger budget adds the rest.
     again = tune.run_tune(config, evaluate=fake_evaluate)
@@ -92,7 +93,10 @@ def test_cli_runs_a_search_and_exports(tmp_path, capsys):
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["n_finished"] == 2 and sorted(summary["completed_here"]) == [0, 1]
     best = json.loads((tmp_path / "exported.json").read_text())
-    assert best["tune"]["reduce"] == "mean" and best["tune"]["validation_options"]["n_tasks"] == 2
+    assert best == json.loads((out / "best_config.json").read_text()) and best["hidden"] == []
+    info = json.loads((out / "best_trial.json").read_text())
+    assert info["reduce"] == "mean" and info["validation_options"]["n_tasks"] == 2
+    assert summary["best_value"] == pytest.approx(info["value"])
     assert list(out.glob("worker-*.json"))
 
 
@@ -142,24 +146,96 @@ def test_show_space(capsys):
     assert set(json.loads(capsys.readouterr().out)) == set(ss.check_search_space("bimu"))
 
 
-def test_default_evaluator_uses_the_runner_on_the_validation_split(monkeypatch):
-    calls = []
-    fake = types.ModuleType("bimu.experiments.runner")
+class _Bench:
+    """A two-task benchmark whose test and validation data differ (the test data must never be used)."""
 
-    def run_stream(**kwargs):
-        calls.append(kwargs)
-        kwargs["on_task_end"](0, [0.5])
-        return {"accuracy_matrix": [[0.5]]}
+    name, n_features, n_classes, n_tasks = "fake", 3, 2, 2
 
-    fake.run_stream = run_stream
-    monkeypatch.setitem(sys.modules, "bimu.experiments.runner", fake)
+    def __init__(self, **options):
+        self.options = options
+
+    def train_task(self, task, seed):
+        """Four examples."""
+        import torch
+
+        return torch.zeros(4, 3), torch.zeros(4, dtype=torch.int64)
+
+    def test_task(self, task):
+        """Never called while tuning."""
+        raise AssertionError("the test set was used")
+
+    def validation_task(self, task):
+        """Two validation examples."""
+        import torch
+
+        return torch.ones(2, 3), torch.ones(2, dtype=torch.int64)
+
+    def ood_set(self):
+        """Never called while tuning."""
+        raise AssertionError("the OOD set was used")
+
+
+def _fake_modules(monkeypatch, *, validation=True):
+    built, runs = [], []
+
+    def factory(data_dir=None, n_tasks=2, seed=0, validation=False):
+        bench = _Bench(n_tasks=n_tasks, seed=seed, validation=validation)
+        built.append(bench)
+        return bench
+
+    def factory_without_validation(data_dir=None, n_tasks=2, seed=0):
+        return _Bench()
+
+    entry = types.SimpleNamespace(factory=factory if validation else factory_without_validation,
+                                  default_hidden=(5,))
+    entry.accepts = lambda key: key in __import__("inspect").signature(entry.factory).parameters
+    benchmarks = types.ModuleType("bimu.data.benchmarks")
+    benchmarks.benchmark_entry = lambda name: entry
+    runner = types.ModuleType("bimu.experiments.runner")
+
+    def run_stream(benchmark, method, schedule=None, *, seed=0, n_tasks=None, ood=True, on_task_end=None):
+        runs.append(dict(benchmark=benchmark, method=method, seed=seed, n_tasks=n_tasks, ood=ood))
+        for t in range(n_tasks):
+            x, y = benchmark.train_task(t, seed)
+            benchmark.test_task(t)                      # the runner evaluates "test_task": the view
+            on_task_end(t)
+        return {"R": None}
+
+    def evaluate(method, x, y, generator=None, **kwargs):
+        assert float(x.mean()) == 1.0                   # validation data only
+        return 0.75, {}
+
+    runner.run_stream, runner.evaluate = run_stream, evaluate
+    runner.eval_generator = lambda seed, t, j: None
+    monkeypatch.setitem(sys.modules, "bimu.data.benchmarks", benchmarks)
+    monkeypatch.setitem(sys.modules, "bimu.experiments.runner", runner)
+    return built, runs
+
+
+def test_default_evaluator_runs_the_runner_on_the_validation_split(monkeypatch):
+    built, runs = _fake_modules(monkeypatch)
     rows = []
-    R = tune.runner_evaluate("bimu", {"lr": 1.0}, 3, {"benchmark": "pmnist", "n_tasks": 10, "validation": True},
+    R = tune.runner_evaluate("bimu", get_method("bimu").resolve_hyperparameters({}), 3,
+                             {"benchmark": "fake", "n_tasks": 2, "validation": True},
                              on_task_end=lambda t, row: rows.append((t, list(row))))
-    assert R.tolist() == [[0.5]] and rows == [(0, [0.5])]
-    (kw,) = calls
-    assert kw["benchmark"] == "pmnist" and kw["method"] == "bimu" and kw["seed"] == 3
-    assert kw["split"] == "validation" and kw["benchmark_options"] == {"n_tasks": 10, "validation": True}
+    assert R[0, 0] == R[1, 0] == R[1, 1] == 0.75 and np.isnan(R[0, 1])
+    assert rows == [(0, [0.75]), (1, [0.75, 0.75])]
+    (bench,) = built
+    assert bench.options == {"n_tasks": 2, "seed": 3, "validation": True}
+    (run,) = runs
+    assert run["ood"] is False and run["n_tasks"] == 2 and run["seed"] == 3
+    assert run["method"].sizes == [3, 5, 2]               # the benchmark's default hidden widths
+    with pytest.raises(AssertionError, match="OOD"):
+        run["benchmark"]._benchmark.ood_set()
+    assert run["benchmark"].ood_set() is None
+
+
+def test_default_evaluator_refuses_a_benchmark_without_validation_split(monkeypatch):
+    _fake_modules(monkeypatch, validation=False)
+    with pytest.raises(ValueError, match="no validation split"):
+        tune.runner_evaluate("bimu", {}, 0, {"benchmark": "fake", "validation": True})
+    with pytest.raises(ValueError, match="never evaluates on the test set"):
+        tune.ValidationView(object())
 
 
 def test_default_evaluator_without_a_runner_is_a_clear_error(monkeypatch):

@@ -113,7 +113,8 @@ def test_two_workers_share_one_study(postgres_url, tmp_path):
         assert not a & b and sorted(a | b) == complete                   # each trial run by one worker
         assert all(s["n_finished"] == 8 for s in summaries)
         bests = [json.loads(Path(s["best_config"]).read_text()) for s in summaries]
-        assert bests[0] == bests[1] and bests[0]["tune"]["n_finished_trials"] == 8
-        assert bests[0]["tune"]["storage"] == tune.redact_url(postgres_url)  # no password in files
+        infos = [json.loads((Path(s["best_config"]).parent / "best_trial.json").read_text()) for s in summaries]
+        assert bests[0] == bests[1] and infos[0]["n_finished_trials"] == infos[1]["n_finished_trials"] == 8
+        assert infos[0]["storage"] == tune.redact_url(postgres_url)  # no password in files
     finally:
         optuna.delete_study(study_name=study_name, storage=storage)

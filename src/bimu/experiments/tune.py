@@ -16,10 +16,11 @@ Weights must be three finite, non-negative numbers summing to 1 (so that ``H`` s
 weights.
 
 **Never the test set.** Every trial is evaluated on the benchmark's *validation* split, built for
-tuning: the default evaluator (:func:`runner_evaluate`) asks the runner for ``split="validation"``
-and builds the benchmark with ``validation=True`` (for Permuted MNIST also ``n_tasks=10``: the paper
-tunes on 10 tasks whose permutations differ from those of the evaluation runs). A benchmark without a
-validation split cannot be tuned.
+tuning: the default evaluator (:func:`runner_evaluate`) builds the benchmark with ``validation=True``
+(for Permuted MNIST also ``n_tasks=10``: the paper tunes on 10 tasks whose permutations differ from
+those of the evaluation runs) and hands the runner a :class:`ValidationView` whose ``test_task`` is
+the benchmark's ``validation_task``. A benchmark without a validation split cannot be tuned, and
+``validation`` cannot be switched off.
 
 **Storage.** Without ``storage`` the study lives in an Optuna journal file
 ``<out>/optuna.journal`` (one machine, any number of worker processes). A URL
@@ -37,14 +38,14 @@ evaluation, with the user attribute ``bimu_over_budget``. A worker whose remaini
 other workers waits for them (and fails/retries them if they die), so every worker returns once the
 study is complete and each exports the best trial.
 
-**Export.** The best trial is written to ``<out>/best_config.json`` (and to ``export`` if given) as::
+**Export.** The best trial is written to ``<out>/best_config.json`` (and to ``export`` if given), a
+config that ``bimu run --config FILE`` accepts (run-config keys only)::
 
-    {"benchmark": "pmnist", "method": "bimu", "preset": "pmnist-100",
-     "overrides": {"lr": 4.9, ...},
-     "tune": {"study": ..., "trial": 17, "value": 0.91, "weights": [...], ...}}
+    {"benchmark": "pmnist", "method": "bimu", "preset": "pmnist-100", "overrides": {"lr": 4.9, ...}}
 
-``benchmark`` / ``method`` / ``preset`` / ``overrides`` are what ``bimu run --config FILE`` reads; the
-``tune`` block is provenance only. The validation options are *not* exported as benchmark options.
+(plus ``"hidden"`` when the study set hidden widths). ``<out>/best_trial.json`` holds the
+provenance: study, trial number, value, weights, validation options, H per task. The tuning options
+(validation split, 10 tuning tasks) are not part of the exported config.
 
 **Evaluation function.** :func:`run_tune` takes any ``evaluate(method_name, hparams, seed,
 benchmark_options) -> R`` (numpy ``[T, T]``, entries above the diagonal ignored). ``hparams`` is the
@@ -414,47 +415,125 @@ def _accepts_keyword(fn: Callable, name: str) -> bool:
     return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
-def runner_evaluate(method_name: str, hparams: Mapping[str, Any], seed: int,
-                    benchmark_options: Mapping[str, Any], on_task_end=None) -> np.ndarray:
-    """The default evaluator: one online run of the experiment runner on the validation split.
+class ValidationView:
+    """A benchmark seen through its validation split: ``test_task(j)`` is ``validation_task(j)``.
 
-    Written against this (assumed) runner API, imported lazily::
-
-        from bimu.experiments.runner import run_stream
-        result = run_stream(benchmark=NAME, method=METHOD, hparams=FULL_HPARAMS, seed=SEED,
-                            benchmark_options=OPTIONS,     # e.g. {"n_tasks": 10, "validation": True}
-                            split="validation",            # evaluate on the validation split only
-                            on_task_end=CALLBACK,          # CALLBACK(t, accs on tasks 0..t)
-                            hidden=[2000])                 # only when the study sets hidden widths
-        result.accuracy_matrix  # (or result["accuracy_matrix"], or the array itself) [T, T]
-
-    It writes no run directory. ``on_task_end`` may raise ``optuna.TrialPruned``: let it propagate. The runner must refuse ``split="validation"`` for a benchmark
-    without a validation split (tuning never falls back to the test set).
+    The runner evaluates ``test_task``; handing it this view is how tuning evaluates on the
+    validation split and never on the test set. There is no OOD set (tuning does not score OOD).
+    Every other attribute is the wrapped benchmark's.
     """
+
+    def __init__(self, benchmark):
+        if not callable(getattr(benchmark, "validation_task", None)):
+            raise ValueError(
+                f"benchmark {getattr(benchmark, 'name', benchmark)!r} defines no validation split "
+                "(validation_task); bimu tune never evaluates on the test set")
+        self._benchmark = benchmark
+
+    def test_task(self, task: int):
+        """The validation examples of ``task``."""
+        return self._benchmark.validation_task(task)
+
+    def ood_set(self):
+        """No OOD set while tuning."""
+        return None
+
+    def __getattr__(self, name: str):
+        return getattr(self._benchmark, name)
+
+
+def _import_runner():
     try:
         runner = importlib.import_module("bimu.experiments.runner")
-        run_stream = runner.run_stream
+        needed = (runner.run_stream, runner.evaluate, runner.eval_generator)
     except (ModuleNotFoundError, AttributeError) as exc:
         if isinstance(exc, ModuleNotFoundError) and exc.name not in ("bimu.experiments.runner", None):
             raise
         raise RuntimeError(
-            "the default tuning evaluator needs bimu.experiments.runner.run_stream(benchmark=..., "
-            "method=..., hparams=..., seed=..., benchmark_options=..., split='validation', on_task_end=...), "
-            "which this installation lacks; pass another evaluate function (or --evaluator synthetic "
-            "for a smoke test)") from None
+            "the default tuning evaluator needs bimu.experiments.runner (run_stream, evaluate, "
+            "eval_generator), which this installation lacks; pass another evaluate function (or "
+            "--evaluator synthetic for a smoke test)") from None
+    del needed
+    return runner
+
+
+def runner_evaluate(method_name: str, hparams: Mapping[str, Any], seed: int,
+                    benchmark_options: Mapping[str, Any], on_task_end=None) -> np.ndarray:
+    """The default evaluator: one online run of the experiment runner, evaluated on validation data.
+
+    Uses, imported lazily, ``bimu.data.benchmarks.benchmark_entry`` and from
+    ``bimu.experiments.runner``: ``run_stream(benchmark, method, schedule, *, seed, n_tasks, ood,
+    on_task_end)``, ``evaluate(method, x, y, generator=...) -> (acc, scores)``,
+    ``eval_generator(seed, after_task, task)`` and (if present) ``make_method`` for the fused engine.
+
+    The benchmark is built by its factory with the tuning options (``validation=True``, e.g.
+    ``n_tasks=10``; the trial's ``seed`` when the factory takes one) and must expose
+    ``validation_task(task) -> (X, y)``; the runner sees it through :class:`ValidationView`, so only
+    validation data is ever evaluated. The runner evaluates the current task; after each task this
+    function evaluates tasks ``0..t`` itself with the runner's ``evaluate`` and the same per-entry
+    generator, fills ``R[t, :t+1]`` and calls ``on_task_end(t, R[t, :t+1])`` (which may raise
+    ``optuna.TrialPruned``). No run directory is written. ``hidden`` in the options sets the hidden
+    widths (default: the benchmark's).
+    """
+    runner = _import_runner()
+    from bimu.data.benchmarks import benchmark_entry
+
     opts = dict(benchmark_options)
     name = opts.pop("benchmark")
-    extra = {}
-    if "hidden" in opts:
-        h = opts.pop("hidden")
-        extra["hidden"] = [int(v) for v in (h if isinstance(h, (list, tuple)) else [h]) if int(v) > 0]
-    result = run_stream(benchmark=name, method=method_name, hparams=dict(hparams), seed=int(seed),
-                        benchmark_options=opts, split="validation", on_task_end=on_task_end, **extra)
-    if isinstance(result, Mapping):
-        matrix = result["accuracy_matrix"]
+    hidden = opts.pop("hidden", None)
+    entry = benchmark_entry(name)
+    if not entry.accepts("validation"):
+        raise ValueError(f"benchmark {name!r} has no validation split (its factory takes no 'validation' "
+                         "option); bimu tune never evaluates on the test set")
+    if "seed" not in opts and entry.accepts("seed"):
+        opts["seed"] = int(seed)
+    bench = ValidationView(entry.factory(data_dir=opts.pop("data_dir", None), **opts))
+    if hidden is None:
+        widths = list(entry.default_hidden)
     else:
-        matrix = getattr(result, "accuracy_matrix", result)
-    return np.asarray(matrix, dtype=np.float64)
+        widths = [int(v) for v in (hidden if isinstance(hidden, (list, tuple)) else [hidden]) if int(v) > 0]
+    sizes = [bench.n_features, *widths, bench.n_classes]
+    method = _make_runner_method(runner, name, method_name, sizes, int(seed), dict(hparams))
+    n = int(opts.get("n_tasks", bench.n_tasks))
+    R = np.full((n, n), np.nan)
+
+    def after_task(t: int) -> None:
+        for j in range(t + 1):
+            x, y = bench.test_task(j)
+            R[t, j], _ = runner.evaluate(method, x, y, generator=runner.eval_generator(int(seed), t, j))
+        if on_task_end is not None:
+            on_task_end(t, R[t, : t + 1].copy())
+
+    schedule = _minimal_schedule()
+    runner.run_stream(bench, method, schedule, seed=int(seed), n_tasks=n, ood=False, on_task_end=after_task)
+    return R
+
+
+def _minimal_schedule():
+    """The runner's cheapest schedule (current task only); tuning evaluates tasks 0..t itself."""
+    try:
+        from bimu.experiments.schedule import EvalSchedule
+    except ModuleNotFoundError:
+        return None
+    return EvalSchedule(final="last", final_last=1)
+
+
+def _make_runner_method(runner, benchmark: str, method_name: str, sizes, seed: int, hparams: dict):
+    """The fused engine where the runner would pick it (``engine="auto"``), else the torch method."""
+    make_method = getattr(runner, "make_method", None)
+    if make_method is not None:
+        try:
+            from bimu.experiments.config import RunConfig
+
+            config = RunConfig(benchmark=benchmark, method=method_name, engine="auto")
+        except Exception:  # an older or newer config: fall back to the torch path
+            config = None
+        if config is not None:
+            method, _engine = make_method(config, sizes, seed, hparams)
+            return method
+    from bimu.methods import create_method
+
+    return create_method(method_name, sizes, seed, **hparams)
 
 
 def synthetic_evaluate(method_name: str, hparams: Mapping[str, Any], seed: int,
@@ -762,11 +841,12 @@ def run_tune(config: TuneConfig, evaluate: Callable[..., np.ndarray] | str | Non
     except ValueError:
         best_trial = None
     if best_trial is not None:
-        best = best_config(study, config, best_trial)
+        best = best_trial_info(study, config, best_trial)
         path = str(Path(config.out_dir) / "best_config.json")
-        write_json(path, best)
+        write_json(path, best["config"])
+        write_json(Path(config.out_dir) / "best_trial.json", best)
         if config.export:
-            write_json(config.export, best)
+            write_json(config.export, best["config"])
         log(f"best trial {best_trial.number}: H = {best_trial.value:.4f} -> {path}")
     return TuneResult(study_name=config.study_name, storage=storage_label, completed_here=completed,
                       failed_here=failed, n_finished=_counts(study)["finished"], best=best,
@@ -774,34 +854,51 @@ def run_tune(config: TuneConfig, evaluate: Callable[..., np.ndarray] | str | Non
 
 
 # =========================================================================== export
-def best_config(study, config: TuneConfig, trial=None) -> dict[str, Any]:
-    """The config ``bimu run --config FILE`` accepts, from the best (or the given) trial."""
-    trial = trial if trial is not None else study.best_trial
-    overrides = dict(trial.user_attrs.get("hparams") or trial.params)
-    from optuna.trial import TrialState
+RUN_CONFIG_KEYS = ("benchmark", "method", "preset", "overrides", "hidden")
+"""The keys of the exported config: all of them are ``bimu run --config`` (RunConfig) keys."""
 
-    n_finished = len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)))
-    return {
+
+def best_config(study, config: TuneConfig, trial=None) -> dict[str, Any]:
+    """The config ``bimu run --config FILE`` accepts, from the best (or the given) trial.
+
+    Only run-config keys (:data:`RUN_CONFIG_KEYS`): ``preset`` is the preset the study tuned on
+    (``"none"`` when it had none, so the run resolves the very same hyperparameters),
+    ``overrides`` the tuned values, ``hidden`` only when the study set hidden widths. The tuning
+    options (``validation``, the number of tuning tasks) are not exported.
+    """
+    trial = trial if trial is not None else study.best_trial
+    out: dict[str, Any] = {
         "benchmark": config.benchmark,
         "method": config.method,
-        "preset": config.preset,
-        "overrides": overrides,
-        **({"hidden": list(config.benchmark_options["hidden"])}
-           if isinstance(config.benchmark_options.get("hidden"), (list, tuple)) else {}),
-        "tune": {
-            "study": study.study_name,
-            "storage": (str(journal_path(config.storage, config.out_dir))
-                        if storage_kind(config.storage) == "journal" else redact_url(config.storage)),
-            "trial": trial.number,
-            "value": trial.value,
-            "objective": "H_t = w1*Acc_0 + w2*mean Acc + w3*Acc_t",
-            "reduce": config.reduce,
-            "weights": list(config.weights),
-            "seeds": list(config.seeds),
-            "validation_options": dict(config.benchmark_options),
-            "H_per_task": trial.user_attrs.get("H_per_task"),
-            "n_finished_trials": n_finished,
-        },
+        "preset": config.preset if config.preset is not None else "none",
+        "overrides": dict(trial.user_attrs.get("hparams") or trial.params),
+    }
+    hidden = config.benchmark_options.get("hidden")
+    if hidden is not None:
+        out["hidden"] = [int(v) for v in (hidden if isinstance(hidden, (list, tuple)) else [hidden]) if int(v) > 0]
+    return out
+
+
+def best_trial_info(study, config: TuneConfig, trial=None) -> dict[str, Any]:
+    """Provenance of the exported config: study, trial, value, objective, validation options."""
+    from optuna.trial import TrialState
+
+    trial = trial if trial is not None else study.best_trial
+    n_finished = len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)))
+    return {
+        "study": study.study_name,
+        "storage": (str(journal_path(config.storage, config.out_dir))
+                    if storage_kind(config.storage) == "journal" else redact_url(config.storage)),
+        "trial": trial.number,
+        "value": trial.value,
+        "objective": "H_t = w1*Acc_0 + w2*mean(Acc_0..Acc_t) + w3*Acc_t",
+        "reduce": config.reduce,
+        "weights": list(config.weights),
+        "seeds": list(config.seeds),
+        "validation_options": dict(config.benchmark_options),
+        "H_per_task": trial.user_attrs.get("H_per_task"),
+        "n_finished_trials": n_finished,
+        "config": best_config(study, config, trial),
     }
 
 

@@ -129,7 +129,7 @@ def run_command(args: argparse.Namespace) -> int:
         "study": result.study_name, "storage": result.storage, "worker": f"{socket.gethostname()}:{os.getpid()}",
         "completed_here": result.completed_here, "failed_here": result.failed_here,
         "n_finished": result.n_finished, "best_config": result.best_config_path,
-        "best_value": None if result.best is None else result.best["tune"]["value"],
+        "best_value": None if result.best is None else result.best["value"],
     }
     if result.best_config_path:
         worker_file = os.path.join(os.path.dirname(result.best_config_path),
