@@ -230,9 +230,23 @@ def test_default_evaluator_runs_the_runner_on_the_validation_split(monkeypatch):
     assert run["benchmark"].ood_set() is None
 
 
-def test_default_evaluator_refuses_a_benchmark_without_validation_split(monkeypatch):
+def test_default_evaluator_refuses_a_benchmark_without_validation_split(monkeypatch, tmp_path):
     _fake_modules(monkeypatch, validation=False)
-    with pytest.raises(ValueError, match="no validation split"):
+    with pytest.raises(tune.TuneSetupError, match="no validation split"):
+        tune.runner_evaluate("bimu", {}, 0, {"benchmark": "fake", "validation": True})
+    # ... before any trial starts
+    config = tune.TuneConfig("fake", "bimu", trials=2, out_dir=str(tmp_path))
+    with pytest.raises(tune.TuneSetupError, match="no validation split"):
+        tune.run_tune(config)
+    assert not (tmp_path / "optuna.journal").exists()
+
+    class _Strict:
+        def __init__(self, n_tasks=2, seed=0):
+            pass
+
+    sys.modules["bimu.data.benchmarks"].benchmark_entry("fake").factory = lambda data_dir=None, **o: _Strict(**o)
+    sys.modules["bimu.data.benchmarks"].benchmark_entry("fake").accepts = lambda key: True
+    with pytest.raises(tune.TuneSetupError, match="no validation split.*unexpected keyword"):
         tune.runner_evaluate("bimu", {}, 0, {"benchmark": "fake", "validation": True})
     with pytest.raises(ValueError, match="never evaluates on the test set"):
         tune.ValidationView(object())
@@ -240,5 +254,5 @@ def test_default_evaluator_refuses_a_benchmark_without_validation_split(monkeypa
 
 def test_default_evaluator_without_a_runner_is_a_clear_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "bimu.experiments.runner", types.ModuleType("bimu.experiments.runner"))
-    with pytest.raises(RuntimeError, match="run_stream"):
+    with pytest.raises(tune.TuneSetupError, match="run_stream"):
         tune.runner_evaluate("bimu", {}, 0, {"benchmark": "pmnist", "validation": True})

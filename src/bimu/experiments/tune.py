@@ -267,6 +267,7 @@ class TuneConfig:
             raise ValueError(f"pruner must be 'none' or 'median', got {c.pruner!r}")
         if not c.poll_interval > 0:
             raise ValueError(f"poll interval must be > 0, got {c.poll_interval}")
+        storage_kind(c.storage)  # an unknown scheme fails here, before anything starts
         c.study_name = c.study_name or default_study_name(c.benchmark, c.method)
         c.out_dir = str(c.out_dir or Path("runs") / "tune" / c.study_name)
         c.benchmark_options = tune_benchmark_options(c.benchmark, c.benchmark_options)
@@ -415,6 +416,10 @@ def _accepts_keyword(fn: Callable, name: str) -> bool:
     return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
+class TuneSetupError(RuntimeError):
+    """A problem with the setup, not with one trial's hyperparameters: it stops the worker at once."""
+
+
 class ValidationView:
     """A benchmark seen through its validation split: ``test_task(j)`` is ``validation_task(j)``.
 
@@ -449,7 +454,7 @@ def _import_runner():
     except (ModuleNotFoundError, AttributeError) as exc:
         if isinstance(exc, ModuleNotFoundError) and exc.name not in ("bimu.experiments.runner", None):
             raise
-        raise RuntimeError(
+        raise TuneSetupError(
             "the default tuning evaluator needs bimu.experiments.runner (run_stream, evaluate, "
             "eval_generator), which this installation lacks; pass another evaluate function (or "
             "--evaluator synthetic for a smoke test)") from None
@@ -476,24 +481,10 @@ def runner_evaluate(method_name: str, hparams: Mapping[str, Any], seed: int,
     widths (default: the benchmark's).
     """
     runner = _import_runner()
-    from bimu.data.benchmarks import benchmark_entry
-
-    opts = dict(benchmark_options)
-    name = opts.pop("benchmark")
-    hidden = opts.pop("hidden", None)
-    entry = benchmark_entry(name)
-    if not entry.accepts("validation"):
-        raise ValueError(f"benchmark {name!r} has no validation split (its factory takes no 'validation' "
-                         "option); bimu tune never evaluates on the test set")
-    if "seed" not in opts and entry.accepts("seed"):
-        opts["seed"] = int(seed)
-    bench = ValidationView(entry.factory(data_dir=opts.pop("data_dir", None), **opts))
-    if hidden is None:
-        widths = list(entry.default_hidden)
-    else:
-        widths = [int(v) for v in (hidden if isinstance(hidden, (list, tuple)) else [hidden]) if int(v) > 0]
+    bench, widths, opts = _validation_benchmark(benchmark_options, seed)
     sizes = [bench.n_features, *widths, bench.n_classes]
-    method = _make_runner_method(runner, name, method_name, sizes, int(seed), dict(hparams))
+    method = _make_runner_method(runner, benchmark_options["benchmark"], method_name, sizes, int(seed),
+                                 dict(hparams))
     n = int(opts.get("n_tasks", bench.n_tasks))
     R = np.full((n, n), np.nan)
 
@@ -507,6 +498,50 @@ def runner_evaluate(method_name: str, hparams: Mapping[str, Any], seed: int,
     schedule = _minimal_schedule()
     runner.run_stream(bench, method, schedule, seed=int(seed), n_tasks=n, ood=False, on_task_end=after_task)
     return R
+
+
+def _validation_benchmark(benchmark_options: Mapping[str, Any], seed: int):
+    """``(ValidationView, hidden widths, factory options)`` for the tuning options; TuneSetupError if
+    the benchmark has no validation split."""
+    from bimu.data.benchmarks import benchmark_entry
+
+    opts = dict(benchmark_options)
+    name = opts.pop("benchmark")
+    hidden = opts.pop("hidden", None)
+    try:
+        entry = benchmark_entry(name)
+    except ValueError as exc:
+        raise TuneSetupError(str(exc)) from None
+    if not entry.accepts("validation"):
+        raise TuneSetupError(f"benchmark {name!r} has no validation split (its factory takes no 'validation' "
+                             "option); bimu tune never evaluates on the test set")
+    if "seed" not in opts and entry.accepts("seed"):
+        opts["seed"] = int(seed)
+    try:
+        raw = entry.factory(data_dir=opts.pop("data_dir", None), **opts)
+    except TypeError as exc:  # a factory taking **options passes 'validation' on to a class without it
+        if "validation" in str(exc):
+            raise TuneSetupError(f"benchmark {name!r} has no validation split ({exc}); bimu tune never "
+                                 "evaluates on the test set") from None
+        raise
+    try:
+        bench = ValidationView(raw)
+    except ValueError as exc:
+        raise TuneSetupError(str(exc)) from None
+    if hidden is None:
+        widths = list(entry.default_hidden)
+    else:
+        widths = [int(v) for v in (hidden if isinstance(hidden, (list, tuple)) else [hidden]) if int(v) > 0]
+    return bench, widths, opts
+
+
+def _runner_preflight(benchmark_options: Mapping[str, Any], seed: int) -> None:
+    """Fail before the first trial if the runner or the benchmark's validation split is missing."""
+    _import_runner()
+    _validation_benchmark(benchmark_options, seed)
+
+
+runner_evaluate.preflight = _runner_preflight
 
 
 def _minimal_schedule():
@@ -752,6 +787,9 @@ def run_tune(config: TuneConfig, evaluate: Callable[..., np.ndarray] | str | Non
     if evaluate is not None and not isinstance(evaluate, str):
         config.evaluator = "custom"  # a callable given in code: its identity is the caller's business
     streams = _accepts_keyword(evaluate_fn, "on_task_end")
+    preflight = getattr(evaluate_fn, "preflight", None)
+    if callable(preflight):
+        preflight({"benchmark": config.benchmark, **config.benchmark_options}, config.seeds[0])
 
     storage = make_storage(config)
     kind = storage_kind(config.storage)
@@ -796,7 +834,11 @@ def run_tune(config: TuneConfig, evaluate: Callable[..., np.ndarray] | str | Non
         values, curves = [], []
         for k, seed in enumerate(config.seeds):
             kwargs = {"on_task_end": on_task_end} if (streams and k == 0) else {}
-            R = evaluate_fn(config.method, dict(hparams), seed, dict(opts), **kwargs)
+            try:
+                R = evaluate_fn(config.method, dict(hparams), seed, dict(opts), **kwargs)
+            except TuneSetupError as exc:
+                fatal.append(exc)
+                raise
             h = h_per_task(R, config.weights)
             if k == 0 and not streams:
                 for t, v in enumerate(h):
@@ -806,7 +848,7 @@ def run_tune(config: TuneConfig, evaluate: Callable[..., np.ndarray] | str | Non
         trial.set_user_attr("H_per_task", curves[0] if len(curves) == 1 else curves)
         return float(np.mean(values))
 
-    completed, failed = [], []
+    completed, failed, fatal = [], [], []
     consecutive = [0]
 
     def record(_study, frozen) -> None:
@@ -833,6 +875,8 @@ def run_tune(config: TuneConfig, evaluate: Callable[..., np.ndarray] | str | Non
             time.sleep(config.poll_interval)  # the last slots are held by other workers
             continue
         study.optimize(objective, n_trials=1, catch=(Exception,), callbacks=[record], gc_after_trial=False)
+        if fatal:
+            raise fatal[0]
 
     best = None
     path = None
