@@ -1,0 +1,1 @@
+"""Experiments: typed configs, the online runner, run directories and hyperparameter search."""
