@@ -71,7 +71,7 @@ def _fexp_overload(x):
 
         def impl(x):
             x = max(x, np.float32(-87.0))
-            nf = math.floor(x * np.float32(1.4426950408889634) + np.float32(0.5))
+            nf = (x * np.float32(1.4426950408889634) + np.float32(12582912.0)) - np.float32(12582912.0)
             r = x - nf * np.float32(0.693145751953125) - nf * np.float32(1.428606765330187e-06)
             p = np.float32(1.0 / 5040.0)
             p = p * r + np.float32(1.0 / 720.0)
@@ -250,69 +250,92 @@ def _dot8x4(w, wo, x, x0, x1, x2, x3, n, out, oo, ostride):
 
 # ----------------------------------------------------------------------------- sampling
 @njit(inline="always", **_OPTS)
-def _relaxed_row(lam, bt, W, e0, wb, kstride, n, K, key, cbase, inv_t):
-    """Relaxed samples ``w = tanh((lam + 0.5 logit u) / T)`` of one row for all K samples.
-
-    ``bt[e] = exp(-2 |lam[e]|)``. For ``T = 1`` the identity
-    ``tanh(lam + 0.5 logit u) = (u (1 + b) - p) / (p + u q)`` (``p = b, q = 1 - b`` if ``lam >= 0``,
-    else ``p = 1, q = b - 1``) replaces log and tanh.
-    """
-    one = as_like(1.0, lam[e0])
-    kh = (K + 1) // 2
+def _hash_row(HB, e0, n, key, cbase, kh, m):
+    """``HB[e0 + i] = hash(key, cbase + (e0 + i) * kh + m)`` for ``i < n``."""
     ukh = np.uint64(kh)
-    for m in range(kh):
-        k0 = 2 * m
-        has1 = k0 + 1 < K
-        o0 = wb + k0 * kstride
-        o1 = o0 + kstride
-        um = np.uint64(m)
-        if inv_t == one:
-            for i in range(n):
-                e = e0 + i
-                h = _hash(key, cbase + np.uint64(e) * ukh + um)
-                b = bt[e]
-                pos = lam[e] >= 0
-                p = b if pos else one
-                q = (one - b) if pos else (b - one)
-                opb = one + b
-                u = _u_hi(h, one)
-                W[o0 + i] = (u * opb - p) / (p + u * q)
-                if has1:
-                    u = _u_lo(h, one)
-                    W[o1 + i] = (u * opb - p) / (p + u * q)
-        else:
-            half = as_like(0.5, one)
-            for i in range(n):
-                e = e0 + i
-                h = _hash(key, cbase + np.uint64(e) * ukh + um)
-                u = _u_hi(h, one)
-                W[o0 + i] = math.tanh((lam[e] + half * math.log(u / (one - u))) * inv_t)
-                if has1:
-                    u = _u_lo(h, one)
-                    W[o1 + i] = math.tanh((lam[e] + half * math.log(u / (one - u))) * inv_t)
+    start = cbase + np.uint64(e0) * ukh + np.uint64(m)
+    for i in range(n):
+        HB[e0 + i] = _hash(key, start + np.uint64(i) * ukh)
 
 
 @njit(inline="always", **_OPTS)
-def _hard_row(lam, bt, W, e0, wb, kstride, n, K, key, cbase):
-    """Hard samples ``w = +1 iff u < sigmoid(2 lam)`` (as ``u (1 + b) < 1`` or ``< b``) of one row."""
+def _relaxed_from_hash(W, wo, HB, lam, bt, e0, n, high):
+    """Relaxed samples of one row from the hashes ``HB`` (high or low halves), for T = 1.
+
+    ``tanh(lam + 0.5 logit u) = (u (1 + b) - p) / (p + u q)`` with ``b = exp(-2 |lam|)``,
+    ``p = b, q = 1 - b`` if ``lam >= 0``, else ``p = 1, q = b - 1``: no log or tanh per sample.
+    """
     one = as_like(1.0, lam[e0])
-    kh = (K + 1) // 2
-    ukh = np.uint64(kh)
-    for m in range(kh):
-        k0 = 2 * m
-        has1 = k0 + 1 < K
-        o0 = wb + k0 * kstride
-        o1 = o0 + kstride
-        um = np.uint64(m)
+    if high:
         for i in range(n):
-            e = e0 + i
-            h = _hash(key, cbase + np.uint64(e) * ukh + um)
-            b = bt[e]
-            thr = one if lam[e] >= 0 else b
-            opb = one + b
-            W[o0 + i] = one if _u_hi(h, one) * opb < thr else -one
-            if has1:
-                W[o1 + i] = one if _u_lo(h, one) * opb < thr else -one
+            b = bt[e0 + i]
+            pos = lam[e0 + i] >= 0
+            p = b if pos else one
+            q = (one - b) if pos else (b - one)
+            u = _u_hi(HB[e0 + i], one)
+            W[wo + i] = (u * (one + b) - p) / (p + u * q)
+    else:
+        for i in range(n):
+            b = bt[e0 + i]
+            pos = lam[e0 + i] >= 0
+            p = b if pos else one
+            q = (one - b) if pos else (b - one)
+            u = _u_lo(HB[e0 + i], one)
+            W[wo + i] = (u * (one + b) - p) / (p + u * q)
+
+
+@njit(inline="always", **_OPTS)
+def _relaxed_row(lam, bt, W, HB, e0, wb, kstride, n, K, key, cbase, inv_t):
+    """Relaxed samples ``w = tanh((lam + 0.5 logit u) / T)`` of one row for all K samples
+    (``bt[e] = exp(-2 |lam[e]|)``; ``HB`` is scratch for the hashes)."""
+    one = as_like(1.0, lam[e0])
+    half = as_like(0.5, one)
+    kh = (K + 1) // 2
+    for m in range(kh):
+        _hash_row(HB, e0, n, key, cbase, kh, m)
+        k0 = 2 * m
+        if inv_t == one:
+            _relaxed_from_hash(W, wb + k0 * kstride, HB, lam, bt, e0, n, True)
+            if k0 + 1 < K:
+                _relaxed_from_hash(W, wb + (k0 + 1) * kstride, HB, lam, bt, e0, n, False)
+        else:
+            for i in range(n):
+                u = _u_hi(HB[e0 + i], one)
+                W[wb + k0 * kstride + i] = math.tanh((lam[e0 + i] + half * math.log(u / (one - u))) * inv_t)
+            if k0 + 1 < K:
+                for i in range(n):
+                    u = _u_lo(HB[e0 + i], one)
+                    W[wb + (k0 + 1) * kstride + i] = math.tanh(
+                        (lam[e0 + i] + half * math.log(u / (one - u))) * inv_t)
+
+
+@njit(inline="always", **_OPTS)
+def _hard_from_hash(W, wo, HB, lam, bt, e0, n, high):
+    """Hard samples ``w = +1 iff u < sigmoid(2 lam)``, tested as ``u (1 + b) < 1`` (lam >= 0) or
+    ``u (1 + b) < b`` (lam < 0)."""
+    one = as_like(1.0, lam[e0])
+    if high:
+        for i in range(n):
+            b = bt[e0 + i]
+            thr = one if lam[e0 + i] >= 0 else b
+            W[wo + i] = one if _u_hi(HB[e0 + i], one) * (one + b) < thr else -one
+    else:
+        for i in range(n):
+            b = bt[e0 + i]
+            thr = one if lam[e0 + i] >= 0 else b
+            W[wo + i] = one if _u_lo(HB[e0 + i], one) * (one + b) < thr else -one
+
+
+@njit(inline="always", **_OPTS)
+def _hard_row(lam, bt, W, HB, e0, wb, kstride, n, K, key, cbase):
+    """Hard samples of one row for all K samples."""
+    kh = (K + 1) // 2
+    for m in range(kh):
+        _hash_row(HB, e0, n, key, cbase, kh, m)
+        k0 = 2 * m
+        _hard_from_hash(W, wb + k0 * kstride, HB, lam, bt, e0, n, True)
+        if k0 + 1 < K:
+            _hard_from_hash(W, wb + (k0 + 1) * kstride, HB, lam, bt, e0, n, False)
 
 
 @njit(parallel=True, **_OPTS)
@@ -321,6 +344,7 @@ def sample_weights(lam, W, sizes, poff, K, key, cbase, hard, inv_t):
     L = sizes.shape[0] - 1
     m2 = as_like(-2.0, lam[0])
     bt = np.empty_like(lam)
+    HB = np.empty(lam.shape[0], dtype=np.uint64)
     for e in prange(lam.shape[0]):
         bt[e] = fexp(m2 * abs(lam[e]))
     for l in range(L):
@@ -331,9 +355,9 @@ def sample_weights(lam, W, sizes, poff, K, key, cbase, hard, inv_t):
             e0 = poff[l] + o * n_in
             wb = K * poff[l] + o * n_in
             if hard:
-                _hard_row(lam, bt, W, e0, wb, kstride, n_in, K, key, cbase)
+                _hard_row(lam, bt, W, HB, e0, wb, kstride, n_in, K, key, cbase)
             else:
-                _relaxed_row(lam, bt, W, e0, wb, kstride, n_in, K, key, cbase, inv_t)
+                _relaxed_row(lam, bt, W, HB, e0, wb, kstride, n_in, K, key, cbase, inv_t)
 
 
 # ----------------------------------------------------------------------------- network pieces
@@ -412,6 +436,7 @@ def train_steps(X, Y, n_steps, B, lam, prior, W, sizes, poff, cfg, hp, key, step
     DA = np.empty(K * B * maxw, dtype=lam.dtype)
     G = np.empty(P, dtype=lam.dtype)
     T = np.empty(P, dtype=lam.dtype)
+    HB = np.empty(P, dtype=np.uint64)
     Xf = X.reshape(-1)
     n0 = sizes[1]
     k0stride = D * n0
@@ -580,8 +605,7 @@ def train_steps(X, Y, n_steps, B, lam, prior, W, sizes, poff, cfg, hp, key, step
                             t = t if lo >= 0 else -t
                             var = (four * b) * (rr * rr)
                             eta = one / (bkl * var + two_bl * (t * g + abs(g)) + ilm)
-                            pr = prior[e] if prior_arr else pr0
-                            ln = lo - eta * (gbl * g + kln * (lo - pr) * var)
+                            ln = lo - eta * (gbl * g + kln * (lo - pr0) * var)
                             lam[e] = ln
                             G[e] = fexp(m2 * abs(ln))
                     else:
@@ -594,15 +618,14 @@ def train_steps(X, Y, n_steps, B, lam, prior, W, sizes, poff, cfg, hp, key, step
                             b = fexp(m2 * abs(lo))
                             rr = one / (one + b)
                             var = (four * b) * (rr * rr)
-                            pr = prior[e] if prior_arr else pr0
-                            ln = lo - lr * (G[e] / var) - cpr * (lo - pr)
+                            ln = lo - lr * (G[e] / var) - cpr * (lo - prior[e])
                             lam[e] = ln
                             G[e] = fexp(m2 * abs(ln))
                 else:
                     for i in range(n_in):
                         G[e0 + i] = fexp(m2 * abs(lam[e0 + i]))
                 wb = K * poff[l] + o * n_in
-                _relaxed_row(lam, G, W, e0, wb, kstride, n_in, K, key, cbase, inv_t)
+                _relaxed_row(lam, G, W, HB, e0, wb, kstride, n_in, K, key, cbase, inv_t)
                 if l == 0 and have_next:
                     for k in range(K):
                         for b in range(B):
@@ -625,6 +648,7 @@ def hard_logits(X, lam, sizes, poff, cfg, hp, K, key, cbase):
     W = np.empty(K * P, dtype=lam.dtype)
     m2 = as_like(-2.0, lam[0])
     bt = np.empty_like(lam)
+    HB = np.empty(P, dtype=np.uint64)
     for e in prange(P):
         bt[e] = fexp(m2 * abs(lam[e]))
     for l in range(L):
@@ -633,7 +657,7 @@ def hard_logits(X, lam, sizes, poff, cfg, hp, K, key, cbase):
         kstride = n_in * n_out
         for o in prange(n_out):
             e0 = poff[l] + o * n_in
-            _hard_row(lam, bt, W, e0, K * poff[l] + o * n_in, kstride, n_in, K, key, cbase)
+            _hard_row(lam, bt, W, HB, e0, K * poff[l] + o * n_in, kstride, n_in, K, key, cbase)
     out = np.empty((K, B, C), dtype=lam.dtype)
     Xf = X.reshape(-1)
     maxw = 0
