@@ -6,11 +6,11 @@ Weight samples live in ``W`` (``K * P`` values): layer ``l``, sample ``k``, row 
 ``K * poff[l] + k * out_l * in_l + o * in_l + i``. Activation buffers are flat too: layer ``l``'s
 pre-activations of sample ``k``, example ``b`` start at ``hoff[l] + (k * B + b) * out_l``.
 
-Determinism: every dot product is computed by :func:`dot8` (eight partial sums in a fixed order), every
+Determinism: every dot product is computed by :func:`dot8` (one compiled function, fixed order), every
 other reduction runs in a fixed serial order, and all randomness comes from counters
 (:mod:`bimu.engine.rng`), so results do not depend on the number of threads, on the batch an example
 is evaluated in, or on how steps are grouped into calls. No ``fastmath`` flag is used (no FMA
-contraction, no reassociation); ``error_model='numpy'`` lets divisions vectorise.
+contraction, no reassociation) except inside :func:`dot8`; ``error_model='numpy'`` lets divisions vectorise.
 
 Integer configuration ``cfg``: ``[activation (0 rbg, 1 sign), output_norm, update kind (0 BiMU,
 1 BayesBiNN), prior is per-parameter, K]``. Float hyperparameters ``hp`` (in the working dtype):
@@ -122,130 +122,14 @@ def _u_lo(h, one):
     return as_like(v, one) * as_like(2.0**-24, one)
 
 
-@njit(inline="always", **_OPTS)
+@njit(cache=True, error_model="numpy", nogil=True, fastmath={"reassoc", "nsz"})
 def dot8(w, wo, x, xo, n):
-    """``sum_i w[wo + i] * x[xo + i]`` with eight partial sums combined in a fixed order."""
-    z = as_like(0.0, w[wo])
-    s0 = z
-    s1 = z
-    s2 = z
-    s3 = z
-    s4 = z
-    s5 = z
-    s6 = z
-    s7 = z
-    nb = n // 8
-    for blk in range(nb):
-        p = wo + blk * 8
-        q = xo + blk * 8
-        s0 += w[p] * x[q]
-        s1 += w[p + 1] * x[q + 1]
-        s2 += w[p + 2] * x[q + 2]
-        s3 += w[p + 3] * x[q + 3]
-        s4 += w[p + 4] * x[q + 4]
-        s5 += w[p + 5] * x[q + 5]
-        s6 += w[p + 6] * x[q + 6]
-        s7 += w[p + 7] * x[q + 7]
-    t = z
-    for i in range(nb * 8, n):
-        t += w[wo + i] * x[xo + i]
-    return (((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))) + t
-
-
-@njit(inline="always", **_OPTS)
-def _dot8x4(w, wo, x, x0, x1, x2, x3, n, out, oo, ostride):
-    """Four dot products of one weight row with four inputs; each bit-identical to :func:`dot8`."""
-    z = as_like(0.0, w[wo])
-    a0 = z
-    a1 = z
-    a2 = z
-    a3 = z
-    a4 = z
-    a5 = z
-    a6 = z
-    a7 = z
-    b0 = z
-    b1 = z
-    b2 = z
-    b3 = z
-    b4 = z
-    b5 = z
-    b6 = z
-    b7 = z
-    c0 = z
-    c1 = z
-    c2 = z
-    c3 = z
-    c4 = z
-    c5 = z
-    c6 = z
-    c7 = z
-    d0 = z
-    d1 = z
-    d2 = z
-    d3 = z
-    d4 = z
-    d5 = z
-    d6 = z
-    d7 = z
-    nb = n // 8
-    for blk in range(nb):
-        p = wo + blk * 8
-        q = blk * 8
-        w0 = w[p]
-        w1 = w[p + 1]
-        w2 = w[p + 2]
-        w3 = w[p + 3]
-        w4 = w[p + 4]
-        w5 = w[p + 5]
-        w6 = w[p + 6]
-        w7 = w[p + 7]
-        a0 += w0 * x[x0 + q]
-        a1 += w1 * x[x0 + q + 1]
-        a2 += w2 * x[x0 + q + 2]
-        a3 += w3 * x[x0 + q + 3]
-        a4 += w4 * x[x0 + q + 4]
-        a5 += w5 * x[x0 + q + 5]
-        a6 += w6 * x[x0 + q + 6]
-        a7 += w7 * x[x0 + q + 7]
-        b0 += w0 * x[x1 + q]
-        b1 += w1 * x[x1 + q + 1]
-        b2 += w2 * x[x1 + q + 2]
-        b3 += w3 * x[x1 + q + 3]
-        b4 += w4 * x[x1 + q + 4]
-        b5 += w5 * x[x1 + q + 5]
-        b6 += w6 * x[x1 + q + 6]
-        b7 += w7 * x[x1 + q + 7]
-        c0 += w0 * x[x2 + q]
-        c1 += w1 * x[x2 + q + 1]
-        c2 += w2 * x[x2 + q + 2]
-        c3 += w3 * x[x2 + q + 3]
-        c4 += w4 * x[x2 + q + 4]
-        c5 += w5 * x[x2 + q + 5]
-        c6 += w6 * x[x2 + q + 6]
-        c7 += w7 * x[x2 + q + 7]
-        d0 += w0 * x[x3 + q]
-        d1 += w1 * x[x3 + q + 1]
-        d2 += w2 * x[x3 + q + 2]
-        d3 += w3 * x[x3 + q + 3]
-        d4 += w4 * x[x3 + q + 4]
-        d5 += w5 * x[x3 + q + 5]
-        d6 += w6 * x[x3 + q + 6]
-        d7 += w7 * x[x3 + q + 7]
-    ta = z
-    tb = z
-    tc = z
-    td = z
-    for i in range(nb * 8, n):
-        wi = w[wo + i]
-        ta += wi * x[x0 + i]
-        tb += wi * x[x1 + i]
-        tc += wi * x[x2 + i]
-        td += wi * x[x3 + i]
-    out[oo] = (((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7))) + ta
-    out[oo + ostride] = (((b0 + b1) + (b2 + b3)) + ((b4 + b5) + (b6 + b7))) + tb
-    out[oo + 2 * ostride] = (((c0 + c1) + (c2 + c3)) + ((c4 + c5) + (c6 + c7))) + tc
-    out[oo + 3 * ostride] = (((d0 + d1) + (d2 + d3)) + ((d4 + d5) + (d6 + d7))) + td
+    """``sum_i w[wo + i] * x[xo + i]``; one compiled (never inlined) function, so that every caller gets
+    bit-identical results for the same inputs (its vectorised summation order is fixed)."""
+    s = as_like(0.0, w[wo])
+    for i in range(n):
+        s += w[wo + i] * x[xo + i]
+    return s
 
 
 # ----------------------------------------------------------------------------- sampling
@@ -684,19 +568,11 @@ def hard_logits(X, lam, sizes, poff, cfg, hp, K, key, cbase):
                 for o in range(n_out):
                     wo = K * poff[l] + k * kstride + o * n_in
                     if l == 0:
-                        if nb == 4:
-                            _dot8x4(W, wo, Xf, b0 * D, (b0 + 1) * D, (b0 + 2) * D, (b0 + 3) * D, D,
-                                    nxt, (k * 4) * n_out + o, n_out)
-                        else:
-                            for r in range(nb):
-                                nxt[(k * 4 + r) * n_out + o] = dot8(W, wo, Xf, (b0 + r) * D, D)
+                        for r in range(nb):
+                            nxt[(k * 4 + r) * n_out + o] = dot8(W, wo, Xf, (b0 + r) * D, D)
                     else:
-                        if nb == 4:
-                            _dot8x4(W, wo, cur, (k * 4) * n_in, (k * 4 + 1) * n_in, (k * 4 + 2) * n_in,
-                                    (k * 4 + 3) * n_in, n_in, nxt, (k * 4) * n_out + o, n_out)
-                        else:
-                            for r in range(nb):
-                                nxt[(k * 4 + r) * n_out + o] = dot8(W, wo, cur, (k * 4 + r) * n_in, n_in)
+                        for r in range(nb):
+                            nxt[(k * 4 + r) * n_out + o] = dot8(W, wo, cur, (k * 4 + r) * n_in, n_in)
             hidden = l < L - 1
             for k in range(K):
                 for r in range(nb):
