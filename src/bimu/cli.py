@@ -19,6 +19,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "bimu.active.cli",
     "bimu.edge.cli",
     "bimu.engine.cli",
+    "bimu.experiments.tune_cli",
     "bimu.experiments.tables",
 )
 """Modules contributing subcommands (imported if importable; each exposes ``add_parser``)."""

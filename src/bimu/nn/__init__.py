@@ -2,18 +2,28 @@
 
 from bimu.nn.activations import ReverseBinaryGate, SignActivation, rbg, sign_ste
 from bimu.nn.bernoulli import SAMPLING_MODES, BernoulliLinear, relaxed_noise
+from bimu.nn.gaussian import GaussianLinear, GaussianMLP
 from bimu.nn.mlp import BinaryBayesianMLP
 from bimu.nn.predict import predict, predict_samples
+from bimu.nn.real_mlp import RealMLP
+from bimu.nn.sign_linear import OnlineBatchNorm, SignLinear, SignMLP, sign_identity
 
 __all__ = [
     "SAMPLING_MODES",
     "BernoulliLinear",
     "BinaryBayesianMLP",
+    "GaussianLinear",
+    "GaussianMLP",
+    "OnlineBatchNorm",
+    "RealMLP",
     "ReverseBinaryGate",
     "SignActivation",
+    "SignLinear",
+    "SignMLP",
     "predict",
     "predict_samples",
     "rbg",
     "relaxed_noise",
+    "sign_identity",
     "sign_ste",
 ]

@@ -39,8 +39,7 @@ UNIFORM_EPS = 1e-10
 
 def relaxed_noise(u: torch.Tensor) -> torch.Tensor:
     """Logistic noise ``delta = 0.5 * (log u - log(1 - u))`` of the relaxation, with ``u`` clipped."""
-    u = u.clamp(UNIFORM_EPS, 1.0 - UNIFORM_EPS)
-    return 0.5 * (torch.log(u) - torch.log1p(-u))
+    return 0.5 * torch.logit(u, eps=UNIFORM_EPS)
 
 
 class BernoulliLinear(nn.Module):

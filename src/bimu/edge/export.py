@@ -1,0 +1,227 @@
+"""Export a trained binary Bayesian network for a device: ``npz`` or a C header + reference C file.
+
+Both formats hold the uint32 thresholds of ``P(w = +1)`` (see :mod:`bimu.edge.packed`), the layer
+sizes, the activation, the RBG gate width, whether the logits are layer-normalised, and the input
+quantisation (bits and power-of-two scale). ``c-header`` writes ``bimu_model.h`` (bit-sliced
+thresholds, 32 bits per weight, plus constants) and ``bimu_infer.c``, a dependency-free C99
+implementation of the same sampler and forward pass: with the same seed it gives the same votes
+as :meth:`PackedNetwork.predict`.
+
+>>> import tempfile, torch
+>>> from bimu.nn import BinaryBayesianMLP
+>>> d = tempfile.mkdtemp()
+>>> [p.name for p in export_model(BinaryBayesianMLP([12, 3]), d, "npz")]
+['bimu_model.npz']
+>>> load_npz(f"{d}/bimu_model.npz").sizes
+[12, 3]
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import os
+import re
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from bimu.edge.packed import PackedNetwork, pack
+from bimu.nn.mlp import LAYER_NORM_EPS, BinaryBayesianMLP
+
+FORMATS = ("npz", "c-header")
+"""Export formats."""
+
+FORMAT_VERSION = 1
+RNG_NAME = "splitmix64-bitsliced-v1"
+"""Name of the sampler (stream key, counter layout, MSB-first bit slicing); stored in every export."""
+
+CHECKPOINT_NAME = "checkpoint.pt"
+
+
+# ---------------------------------------------------------------------------- reading runs
+def load_run(run_dir) -> tuple[BinaryBayesianMLP, dict]:
+    """The network stored in a run directory's ``checkpoint.pt`` (or that file), and its metadata.
+
+    Raises FileNotFoundError for a missing directory or checkpoint, ValueError for a checkpoint
+    that does not hold a network of the supported family (``layers.{i}.lam`` Bernoulli layers).
+    """
+    path = Path(run_dir)
+    if not path.exists():
+        raise FileNotFoundError(f"run directory {str(path)!r} does not exist")
+    ckpt = path / CHECKPOINT_NAME if path.is_dir() else path
+    if not ckpt.is_file():
+        seeds = sorted(p.name for p in path.glob("seed-*") if (p / CHECKPOINT_NAME).is_file())
+        hint = f"; pick one of its seed directories: {seeds}" if seeds else ""
+        raise FileNotFoundError(f"no {CHECKPOINT_NAME} in {str(path)!r}{hint}")
+    try:
+        state = torch.load(ckpt, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - any unreadable file gets the same clear message
+        raise ValueError(f"cannot read checkpoint {str(ckpt)!r}: {exc}") from exc
+    if not isinstance(state, dict) or "method_state" not in state:
+        raise ValueError(f"{str(ckpt)!r} is not a bimu checkpoint (no 'method_state')")
+    return model_from_method_state(state["method_state"], source=str(ckpt))
+
+
+def model_from_method_state(ms: dict, source: str = "state") -> tuple[BinaryBayesianMLP, dict]:
+    """Rebuild the :class:`BinaryBayesianMLP` of an ``OnlineMethod.state_dict()``."""
+    method = ms.get("method", "?")
+    modules = ms.get("modules") or {}
+    model_state = modules.get("model") if isinstance(modules, dict) else None
+    lam_keys = sorted((k for k in (model_state or {}) if re.fullmatch(r"layers\.\d+\.lam", k)),
+                      key=lambda k: int(k.split(".")[1]))
+    if not lam_keys or len(lam_keys) != len(model_state):
+        raise ValueError(
+            f"{source}: method {method!r} does not hold a binary Bayesian MLP (Bernoulli layers "
+            "'layers.{i}.lam' only): outside the supported family of the paper's binary Bayesian networks (BiMU, "
+            "BayesBiNN)")
+    lams = [model_state[k] for k in lam_keys]
+    sizes = [int(lams[0].shape[1])] + [int(t.shape[0]) for t in lams]
+    for a, b in zip(lams[:-1], lams[1:]):
+        if b.shape[1] != a.shape[0]:
+            raise ValueError(f"{source}: layer shapes do not chain: {[tuple(t.shape) for t in lams]}")
+    if "sizes" in ms and [int(s) for s in ms["sizes"]] != sizes:
+        raise ValueError(f"{source}: sizes {list(ms['sizes'])} do not match the layers {sizes}")
+    hp = dict(ms.get("hparams") or {})
+    model = BinaryBayesianMLP(sizes, activation=hp.get("activation", "rbg"),
+                              output_norm=bool(hp.get("output_norm", True)),
+                              gate_width=float(hp.get("gate_width", 1.0)))
+    model.load_state_dict({k: v.to(torch.float32) for k, v in model_state.items()})
+    meta = {"method": method, "examples_seen": ms.get("examples_seen"), "seed": ms.get("seed")}
+    return model, meta
+
+
+# ---------------------------------------------------------------------------- writing
+def _atomic_write(path: Path, write) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def save_npz(packed: PackedNetwork, path, meta: dict | None = None) -> Path:
+    """Write ``packed`` (thresholds + everything inference needs) to an ``.npz`` file."""
+    path = Path(path)
+    arrays = {
+        "format_version": np.int64(FORMAT_VERSION),
+        "rng": np.str_(RNG_NAME),
+        "sizes": np.asarray(packed.sizes, dtype=np.int64),
+        "activation": np.str_(packed.activation),
+        "output_norm": np.bool_(packed.output_norm),
+        "gate_width": np.float64(packed.gate_width),
+        "layer_norm_eps": np.float64(LAYER_NORM_EPS),
+        "input_bits": np.int64(packed.input_bits),
+        "input_exponent": np.int64(packed.input_exponent),
+        "input_scale": np.float64(packed.input_scale),
+        "method": np.str_((meta or {}).get("method") or ""),
+    }
+    for i, t in enumerate(packed.thresholds):
+        arrays[f"thresholds_{i}"] = t
+
+    def write(tmp):
+        with open(tmp, "wb") as f:
+            np.savez(f, **arrays)
+
+    _atomic_write(path, write)
+    return path
+
+
+def load_npz(path) -> PackedNetwork:
+    """Read a :class:`PackedNetwork` written by :func:`save_npz`."""
+    with np.load(path, allow_pickle=False) as z:
+        if int(z["format_version"]) != FORMAT_VERSION or str(z["rng"]) != RNG_NAME:
+            raise ValueError(f"{path}: unsupported export format {int(z['format_version'])} / {str(z['rng'])}")
+        sizes = [int(s) for s in z["sizes"]]
+        return PackedNetwork(sizes, [z[f"thresholds_{i}"] for i in range(len(sizes) - 1)],
+                             activation=str(z["activation"]), output_norm=bool(z["output_norm"]),
+                             gate_width=float(z["gate_width"]), input_bits=int(z["input_bits"]),
+                             input_exponent=int(z["input_exponent"]))
+
+
+def c_template() -> str:
+    """The reference C inference source (``bimu/edge/c/bimu_infer.c``)."""
+    return (importlib.resources.files("bimu.edge") / "c" / "bimu_infer.c").read_text()
+
+
+def _c_array(name: str, ctype: str, values, per_line: int, fmt) -> str:
+    vals = [fmt(v) for v in values]
+    lines = [", ".join(vals[i:i + per_line]) for i in range(0, len(vals), per_line)]
+    return f"static const {ctype} {name}[{len(vals)}] = {{\n    " + ",\n    ".join(lines) + "\n};\n"
+
+
+def c_header(packed: PackedNetwork, meta: dict | None = None) -> str:
+    """The text of ``bimu_model.h``: sizes, constants and bit-sliced thresholds of ``packed``."""
+    sizes = packed.sizes
+    n_layers = len(sizes) - 1
+    words = [(n + 63) // 64 for n in sizes[:-1]]
+    out = [
+        "/* bimu_model.h - generated by bimu.edge.export; do not edit. */",
+        f"/* method: {(meta or {}).get('method') or '?'}; sampler: {RNG_NAME}; thresholds t = "
+        "ceil(sigmoid(2 lambda) 2^32 - 1/2), stored bit-sliced: planes[o][w][j] = bit 31-j of the "
+        "64 weights of word w of row o */",
+        "#ifndef BIMU_MODEL_H", "#define BIMU_MODEL_H", "#include <stdint.h>", "",
+        f"#define BIMU_N_LAYERS {n_layers}",
+        f"#define BIMU_IN {sizes[0]}",
+        f"#define BIMU_OUT {sizes[-1]}",
+        f"#define BIMU_IN_WORDS {words[0]}",
+        f"#define BIMU_INPUT_BITS {packed.input_bits}",
+        f"#define BIMU_INPUT_EXPONENT ({packed.input_exponent})",
+        f"#define BIMU_ACT_SIGN {int(packed.activation == 'sign')}",
+        f"#define BIMU_OUTPUT_NORM {int(packed.output_norm)}",
+        f"#define BIMU_MAX_LAYER_WORDS {max(w * o for w, o in zip(words, sizes[1:]))}",
+        f"#define BIMU_MAX_WIDTH {max(sizes[1:])}",
+        f"#define BIMU_MAX_ACT_WORDS {max((s + 63) // 64 for s in sizes[1:])}",
+        "",
+        _c_array("bimu_sizes", "int", sizes, 16, str),
+        _c_array("bimu_valid_last", "uint64_t", packed._valid, 4, lambda v: f"0x{int(v):016X}ULL"),
+        f"static const double bimu_gate_a2 = {float(packed._a2).hex()};",
+        _c_array("bimu_c_eps", "double", packed._c_eps, 4, lambda v: float(v).hex()),
+    ]
+    for i, pl in enumerate(packed.planes):
+        out.append(_c_array(f"bimu_planes_{i}", "uint64_t", pl.ravel(), 4, lambda v: f"0x{int(v):016X}ULL"))
+    out.append("static const uint64_t *const bimu_planes[BIMU_N_LAYERS] = {"
+               + ", ".join(f"bimu_planes_{i}" for i in range(n_layers)) + "};")
+    out += ["", "#endif /* BIMU_MODEL_H */", ""]
+    return "\n".join(out)
+
+
+def export_packed(packed: PackedNetwork, out_dir, format: str = "npz", meta: dict | None = None) -> list[Path]:
+    """Write ``packed`` to ``out_dir`` in ``format`` (:data:`FORMATS`); returns the written paths."""
+    if format not in FORMATS:
+        raise ValueError(f"unknown export format {format!r}; expected one of {FORMATS}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if format == "npz":
+        return [save_npz(packed, out / "bimu_model.npz", meta)]
+    paths = []
+    for name, text in (("bimu_model.h", c_header(packed, meta)), ("bimu_infer.c", c_template())):
+        p = out / name
+        _atomic_write(p, lambda tmp, text=text: Path(tmp).write_text(text))
+        paths.append(p)
+    return paths
+
+
+def export_model(model, out_dir, format: str = "npz", input_bits: int = 8, input_max: float | None = None,
+                 input_exponent: int | None = None, calibration=None, meta: dict | None = None) -> list[Path]:
+    """Export a :class:`BinaryBayesianMLP` or a method holding one (``.model``); see :func:`pack`."""
+    if format not in FORMATS:
+        raise ValueError(f"unknown export format {format!r}; expected one of {FORMATS}")
+    if meta is None and hasattr(model, "info"):
+        meta = {"method": model.info.name}
+    packed = pack(model, input_bits=input_bits, input_max=input_max, input_exponent=input_exponent,
+                  calibration=calibration)
+    return export_packed(packed, out_dir, format, meta)
+
+
+def export_run(run_dir, out_dir, format: str = "npz", **kwargs) -> list[Path]:
+    """Export the network of a run directory (``checkpoint.pt``, see docs/contracts.md)."""
+    if format not in FORMATS:
+        raise ValueError(f"unknown export format {format!r}; expected one of {FORMATS}")
+    model, meta = load_run(run_dir)
+    return export_model(model, out_dir, format, meta=meta, **kwargs)

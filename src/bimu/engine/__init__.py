@@ -1,0 +1,69 @@
+"""The fused online engine: the whole online loop of the paper's networks in compiled code (numba).
+
+Supported: BernoulliLinear layers with LayerNorm without affine, RBG or sign activations, any depth
+and width (single-layer heads included), trained with BiMU (or BayesBiNN, whose update has the same
+shape). Per step it draws K relaxed samples, runs forward and backward, applies the update and draws
+the next step's samples in one compiled call without Python in between; hard-sample Monte-Carlo
+evaluation and active-learning scores cost only K forward passes. Randomness is counter-based
+(:mod:`bimu.engine.rng`): results do not depend on the thread count or on how steps are grouped.
+
+Entry points for the runner (see ``docs/contracts.md``):
+
+>>> supports("bimu", [784, 100, 10], {"activation": "rbg"})
+True
+>>> supports("sgd", [784, 100, 10], {})
+False
+
+``create_fused(name, sizes, seed, hparams)`` returns an :class:`~bimu.methods.base.OnlineMethod`
+(:class:`FusedBiMU` or :class:`FusedBayesBiNN`) with ``learn_many(X, Y)`` and ``mc_scores(X)`` on top.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from bimu.engine.fused import BAYESBINN_PRIOR_SIGN, FusedBayesBiNN, FusedBiMU
+
+FUSED_METHODS = {"bimu": FusedBiMU, "bayesbinn": FusedBayesBiNN}
+"""Method name -> fused class."""
+
+
+def supports(method_name: str, sizes: Sequence[int], hparams: Mapping[str, Any] | None = None) -> bool:
+    """Whether the engine can run ``method_name`` on a network of ``sizes`` with ``hparams``.
+
+    True for ``"bimu"`` (any depth and width, ``activation`` rbg or sign) and for ``"bayesbinn"`` when
+    ``hparams`` gives ``lr`` and ``prior_strength``; False for anything it cannot run faithfully
+    (unknown method or hyperparameter, invalid values or sizes).
+    """
+    cls = FUSED_METHODS.get(method_name)
+    hparams = dict(hparams or {})
+    if cls is None:
+        return False
+    if method_name == "bayesbinn" and not {"lr", "prior_strength"} <= set(hparams):
+        return False
+    try:
+        sizes = [int(s) for s in sizes]
+        if len(sizes) < 2 or any(s <= 0 for s in sizes):
+            return False
+        cls.resolve_hyperparameters(hparams)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def create_fused(method_name: str, sizes: Sequence[int], seed: int = 0,
+                 hparams: Mapping[str, Any] | None = None, threads: int | None = None,
+                 dtype: str = "float32"):
+    """Build the fused version of ``method_name``; ValueError if :func:`supports` says no."""
+    hparams = dict(hparams or {})
+    if not supports(method_name, sizes, hparams):
+        cls = FUSED_METHODS.get(method_name)
+        if cls is not None:
+            cls.resolve_hyperparameters(hparams)  # raises the precise error when a value is bad
+        raise ValueError(f"the fused engine does not support method {method_name!r} with sizes {list(sizes)} "
+                         f"and hyperparameters {sorted(hparams)}; supported methods: {sorted(FUSED_METHODS)}")
+    return FUSED_METHODS[method_name](sizes, seed=seed, threads=threads, dtype=dtype, **hparams)
+
+
+__all__ = ["BAYESBINN_PRIOR_SIGN", "FUSED_METHODS", "FusedBayesBiNN", "FusedBiMU", "create_fused", "supports"]

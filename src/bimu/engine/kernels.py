@@ -1,0 +1,651 @@
+"""Compiled kernels of the fused online loop (numba, ``cache=True``).
+
+Network layout: ``sizes = [in, hidden..., out]``; layer ``l`` has ``out_l x in_l`` natural parameters
+stored row-major at ``lam[poff[l]:poff[l+1]]`` (``poff`` the cumulative offsets, ``P = poff[-1]``).
+Weight samples live in ``W`` (``K * P`` values): layer ``l``, sample ``k``, row ``o``, column ``i`` at
+``K * poff[l] + k * out_l * in_l + o * in_l + i``. Activation buffers are flat too: layer ``l``'s
+pre-activations of sample ``k``, example ``b`` start at ``hoff[l] + (k * B + b) * out_l``.
+
+Determinism: every dot product is computed by :func:`dot8` (one compiled function, fixed order), every
+other reduction runs in a fixed serial order, and all randomness comes from counters
+(:mod:`bimu.engine.rng`), so results do not depend on the number of threads, on the batch an example
+is evaluated in, or on how steps are grouped into calls. No ``fastmath`` flag is used (no FMA
+contraction, no reassociation) except inside :func:`dot8`; ``error_model='numpy'`` lets divisions vectorise.
+
+Integer configuration ``cfg``: ``[activation (0 rbg, 1 sign), output_norm, update kind (0 BiMU,
+1 BayesBiNN), prior is per-parameter, K]``. Float hyperparameters ``hp`` (in the working dtype):
+see :data:`HP_FIELDS`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.extending import intrinsic, overload
+
+from bimu.engine.rng import GOLDEN
+
+HP_FIELDS = (
+    "gamma_beta_l",  # BiMU: gamma * beta_L (data term)        | BayesBiNN: lr
+    "two_beta_l",  # BiMU: 2 beta_L (asymmetry)                 | BayesBiNN: unused
+    "beta_kl",  # BiMU: beta_KL                                 | BayesBiNN: unused
+    "inv_lr_max",  # BiMU: 1 / alpha_max                        | BayesBiNN: unused
+    "kl_over_n",  # BiMU: beta_KL / N (forgetting)              | BayesBiNN: coefficient c of (lam - prior)
+    "prior",  # scalar lambda_prior (when the prior is not per-parameter)
+    "inv_temperature",  # 1 / T
+    "gate_width",  # RBG threshold a
+    "ln_eps",  # LayerNorm epsilon
+)
+"""Order of the float hyperparameter vector ``hp`` passed to the kernels."""
+
+ACT_RBG = 0
+ACT_SIGN = 1
+KIND_BIMU = 0
+KIND_BAYESBINN = 1
+
+_OPTS = dict(cache=True, error_model="numpy", nogil=True)
+
+
+# ----------------------------------------------------------------------------- scalar helpers
+@intrinsic
+def _i32_as_f32(typingctx, x):
+    sig = types.float32(types.int32)
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.FloatType())
+
+    return sig, codegen
+
+
+def fexp(x):
+    """``exp(x)`` for ``x <= 0``: a vectorisable float32 version (relative error < 1e-7), libm for float64."""
+    return math.exp(x)
+
+
+@overload(fexp, inline="always")
+def _fexp_overload(x):
+    if x == types.float32:
+
+        def impl(x):
+            x = max(x, np.float32(-87.0))
+            nf = (x * np.float32(1.4426950408889634) + np.float32(12582912.0)) - np.float32(12582912.0)
+            r = x - nf * np.float32(0.693145751953125) - nf * np.float32(1.428606765330187e-06)
+            p = np.float32(1.0 / 5040.0)
+            p = p * r + np.float32(1.0 / 720.0)
+            p = p * r + np.float32(1.0 / 120.0)
+            p = p * r + np.float32(1.0 / 24.0)
+            p = p * r + np.float32(1.0 / 6.0)
+            p = p * r + np.float32(0.5)
+            p = p * r + np.float32(1.0)
+            p = p * r + np.float32(1.0)
+            return p * _i32_as_f32((np.int32(nf) + np.int32(127)) << np.int32(23))
+
+        return impl
+
+    def impl64(x):
+        return math.exp(x)
+
+    return impl64
+
+
+def as_like(v, like):
+    """``v`` converted to the float type of ``like`` (a numba helper for dtype-generic kernels)."""
+    return type(like)(v)
+
+
+@overload(as_like, inline="always")
+def _as_like_overload(v, like):
+    if like == types.float32:
+        return lambda v, like: np.float32(v)
+    return lambda v, like: np.float64(v)
+
+
+@njit(inline="always", **_OPTS)
+def _hash(key, n):
+    z = key + n * GOLDEN
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+@njit(inline="always", **_OPTS)
+def _u_hi(h, one):
+    return as_like(np.int32((h >> np.uint64(41)) * np.uint64(2) + np.uint64(1)), one) * as_like(2.0**-24, one)
+
+
+@njit(inline="always", **_OPTS)
+def _u_lo(h, one):
+    v = np.int32(((h & np.uint64(0xFFFFFFFF)) >> np.uint64(9)) * np.uint64(2) + np.uint64(1))
+    return as_like(v, one) * as_like(2.0**-24, one)
+
+
+@njit(cache=True, error_model="numpy", nogil=True, fastmath={"reassoc", "nsz"})
+def dot8(w, wo, x, xo, n):
+    """``sum_i w[wo + i] * x[xo + i]``; one compiled (never inlined) function, so that every caller gets
+    bit-identical results for the same inputs (its vectorised summation order is fixed)."""
+    s = as_like(0.0, w[wo])
+    for i in range(n):
+        s += w[wo + i] * x[xo + i]
+    return s
+
+
+# ----------------------------------------------------------------------------- sampling
+@njit(inline="always", **_OPTS)
+def _hash_row(HB, e0, n, key, cbase, kh, m):
+    """``HB[e0 + i] = hash(key, cbase + (e0 + i) * kh + m)`` for ``i < n``."""
+    ukh = np.uint64(kh)
+    start = cbase + np.uint64(e0) * ukh + np.uint64(m)
+    for i in range(n):
+        HB[e0 + i] = _hash(key, start + np.uint64(i) * ukh)
+
+
+@njit(inline="always", **_OPTS)
+def _relaxed_from_hash(W, wo, HB, lam, bt, e0, n, high):
+    """Relaxed samples of one row from the hashes ``HB`` (high or low halves), for T = 1.
+
+    ``tanh(lam + 0.5 logit u) = (u (1 + b) - p) / (p + u q)`` with ``b = exp(-2 |lam|)``,
+    ``p = b, q = 1 - b`` if ``lam >= 0``, else ``p = 1, q = b - 1``: no log or tanh per sample.
+    """
+    one = as_like(1.0, lam[e0])
+    if high:
+        for i in range(n):
+            b = bt[e0 + i]
+            pos = lam[e0 + i] >= 0
+            p = b if pos else one
+            q = (one - b) if pos else (b - one)
+            u = _u_hi(HB[e0 + i], one)
+            W[wo + i] = (u * (one + b) - p) / (p + u * q)
+    else:
+        for i in range(n):
+            b = bt[e0 + i]
+            pos = lam[e0 + i] >= 0
+            p = b if pos else one
+            q = (one - b) if pos else (b - one)
+            u = _u_lo(HB[e0 + i], one)
+            W[wo + i] = (u * (one + b) - p) / (p + u * q)
+
+
+@njit(inline="always", **_OPTS)
+def _relaxed_row(lam, bt, W, HB, e0, wb, kstride, n, K, key, cbase, inv_t):
+    """Relaxed samples ``w = tanh((lam + 0.5 logit u) / T)`` of one row for all K samples
+    (``bt[e] = exp(-2 |lam[e]|)``; ``HB`` is scratch for the hashes)."""
+    one = as_like(1.0, lam[e0])
+    half = as_like(0.5, one)
+    kh = (K + 1) // 2
+    for m in range(kh):
+        _hash_row(HB, e0, n, key, cbase, kh, m)
+        k0 = 2 * m
+        if inv_t == one:
+            _relaxed_from_hash(W, wb + k0 * kstride, HB, lam, bt, e0, n, True)
+            if k0 + 1 < K:
+                _relaxed_from_hash(W, wb + (k0 + 1) * kstride, HB, lam, bt, e0, n, False)
+        else:
+            for i in range(n):
+                u = _u_hi(HB[e0 + i], one)
+                W[wb + k0 * kstride + i] = math.tanh((lam[e0 + i] + half * math.log(u / (one - u))) * inv_t)
+            if k0 + 1 < K:
+                for i in range(n):
+                    u = _u_lo(HB[e0 + i], one)
+                    W[wb + (k0 + 1) * kstride + i] = math.tanh(
+                        (lam[e0 + i] + half * math.log(u / (one - u))) * inv_t)
+
+
+@njit(inline="always", **_OPTS)
+def _hard_from_hash(W, wo, HB, lam, bt, e0, n, high):
+    """Hard samples ``w = +1 iff u < sigmoid(2 lam)``, tested as ``u (1 + b) < 1`` (lam >= 0) or
+    ``u (1 + b) < b`` (lam < 0)."""
+    one = as_like(1.0, lam[e0])
+    if high:
+        for i in range(n):
+            b = bt[e0 + i]
+            thr = one if lam[e0 + i] >= 0 else b
+            W[wo + i] = one if _u_hi(HB[e0 + i], one) * (one + b) < thr else -one
+    else:
+        for i in range(n):
+            b = bt[e0 + i]
+            thr = one if lam[e0 + i] >= 0 else b
+            W[wo + i] = one if _u_lo(HB[e0 + i], one) * (one + b) < thr else -one
+
+
+@njit(inline="always", **_OPTS)
+def _hard_row(lam, bt, W, HB, e0, wb, kstride, n, K, key, cbase):
+    """Hard samples of one row for all K samples."""
+    kh = (K + 1) // 2
+    for m in range(kh):
+        _hash_row(HB, e0, n, key, cbase, kh, m)
+        k0 = 2 * m
+        _hard_from_hash(W, wb + k0 * kstride, HB, lam, bt, e0, n, True)
+        if k0 + 1 < K:
+            _hard_from_hash(W, wb + (k0 + 1) * kstride, HB, lam, bt, e0, n, False)
+
+
+@njit(parallel=True, **_OPTS)
+def sample_weights(lam, W, sizes, poff, K, key, cbase, hard, inv_t):
+    """Fill ``W`` with K relaxed (``hard=False``) or hard samples of every layer from counters ``cbase``."""
+    L = sizes.shape[0] - 1
+    m2 = as_like(-2.0, lam[0])
+    bt = np.empty_like(lam)
+    HB = np.empty(lam.shape[0], dtype=np.uint64)
+    for e in prange(lam.shape[0]):
+        bt[e] = fexp(m2 * abs(lam[e]))
+    for l in range(L):
+        n_in = sizes[l]
+        n_out = sizes[l + 1]
+        kstride = n_in * n_out
+        for o in prange(n_out):
+            e0 = poff[l] + o * n_in
+            wb = K * poff[l] + o * n_in
+            if hard:
+                _hard_row(lam, bt, W, HB, e0, wb, kstride, n_in, K, key, cbase)
+            else:
+                _relaxed_row(lam, bt, W, HB, e0, wb, kstride, n_in, K, key, cbase, inv_t)
+
+
+# ----------------------------------------------------------------------------- network pieces
+@njit(inline="always", **_OPTS)
+def _layer_norm_act(Z, XH, A, r_out, base, n, eps, act, gate, hidden):
+    """LayerNorm (no affine, biased variance) of ``Z[base:base+n]`` then the activation (if hidden)."""
+    s = 0.0
+    for o in range(n):
+        s += Z[base + o]
+    mu = s / n
+    v = 0.0
+    for o in range(n):
+        d = Z[base + o] - mu
+        v += d * d
+    v = v / n
+    r = 1.0 / math.sqrt(v + eps)
+    r_out[0] = r
+    one = as_like(1.0, Z[base])
+    for o in range(n):
+        xh = (Z[base + o] - mu) * r
+        XH[base + o] = xh
+        if hidden:
+            if act == ACT_RBG:
+                A[base + o] = one if abs(xh) > gate else one - one
+            else:
+                A[base + o] = one if xh >= 0 else -one
+        else:
+            A[base + o] = xh
+
+
+@njit(inline="always", **_OPTS)
+def _act_grad(xh, act, gate):
+    if act == ACT_RBG:
+        if 0.5 * gate < xh < 1.5 * gate:
+            return 1.0
+        if -1.5 * gate < xh < -0.5 * gate:
+            return -1.0
+        return 0.0
+    return 1.0 if abs(xh) <= 1.0 else 0.0
+
+
+# ----------------------------------------------------------------------------- training
+@njit(parallel=True, **_OPTS)
+def train_steps(X, Y, n_steps, B, lam, prior, W, sizes, poff, cfg, hp, key, step0):
+    """Run ``n_steps`` online steps of batch ``B`` (rows ``j*B..(j+1)*B`` of ``X`` / ``Y``).
+
+    ``W`` must hold the relaxed samples of step ``step0`` (counters of :mod:`bimu.engine.rng`); on
+    return ``lam`` is updated and ``W`` holds the samples of step ``step0 + n_steps``. Returns the
+    number of steps whose gradient was not identically zero (the others changed nothing).
+    """
+    L = sizes.shape[0] - 1
+    K = cfg[4]
+    P = lam.shape[0]
+    D = sizes[0]
+    kh = (K + 1) // 2
+    act = cfg[0]
+    out_norm = cfg[1]
+    kind = cfg[2]
+    prior_arr = cfg[3] != 0
+    gate = hp[7]
+    inv_t = hp[6]
+    one = as_like(1.0, lam[0])
+    m2 = as_like(-2.0, lam[0])
+    four = as_like(4.0, lam[0])
+    hoff = np.zeros(L + 1, dtype=np.int64)
+    maxw = 0
+    for l in range(L):
+        hoff[l + 1] = hoff[l] + K * B * sizes[l + 1]
+        maxw = max(maxw, sizes[l])
+    H = hoff[L]
+    Z = np.empty(H, dtype=lam.dtype)
+    XH = np.empty(H, dtype=lam.dtype)
+    A = np.empty(H, dtype=lam.dtype)
+    DZ = np.empty(H, dtype=lam.dtype)
+    RS = np.empty(L * K * B, dtype=np.float64)
+    DA = np.empty(K * B * maxw, dtype=lam.dtype)
+    G = np.empty(P, dtype=lam.dtype)
+    T = np.empty(P, dtype=lam.dtype)
+    HB = np.empty(P, dtype=np.uint64)
+    Xf = X.reshape(-1)
+    n0 = sizes[1]
+    k0stride = D * n0
+    have_z0 = False
+    applied = 0
+    for j in range(n_steps):
+        s = step0 + j
+        xrow = j * B * D
+        # ---------------- forward
+        if not have_z0:
+            for o in prange(n0):
+                for k in range(K):
+                    for b in range(B):
+                        Z[(k * B + b) * n0 + o] = dot8(W, k * k0stride + o * D, Xf, xrow + b * D, D)
+        for l in range(L):
+            n_in = sizes[l]
+            n_out = sizes[l + 1]
+            if l > 0:
+                kstride = n_in * n_out
+                for o in prange(n_out):
+                    for k in range(K):
+                        wo = K * poff[l] + k * kstride + o * n_in
+                        for b in range(B):
+                            Z[hoff[l] + (k * B + b) * n_out + o] = dot8(
+                                W, wo, A, hoff[l - 1] + (k * B + b) * n_in, n_in
+                            )
+            hidden = l < L - 1
+            for kb in range(K * B):
+                base = hoff[l] + kb * n_out
+                if hidden or out_norm:
+                    _layer_norm_act(Z, XH, A, RS[l * K * B + kb:], base, n_out, hp[8], act, gate, hidden)
+                else:
+                    for o in range(n_out):
+                        A[base + o] = Z[base + o]
+                        XH[base + o] = Z[base + o]
+        # ---------------- loss gradient w.r.t. the logits, then the output norm
+        C = sizes[L]
+        lb = hoff[L - 1]
+        for k in range(K):
+            for b in range(B):
+                base = lb + (k * B + b) * C
+                mx = A[base]
+                for c in range(1, C):
+                    mx = max(mx, A[base + c])
+                ssum = 0.0
+                for c in range(C):
+                    ssum += math.exp(A[base + c] - mx)
+                y = Y[j * B + b]
+                for c in range(C):
+                    pr = math.exp(A[base + c] - mx) / ssum
+                    DA[(k * B + b) * C + c] = (pr - (1.0 if c == y else 0.0)) / K
+        # output-norm backward (written out to keep DA / DZ offsets explicit)
+        for kb in range(K * B):
+            base = lb + kb * C
+            if out_norm:
+                r = RS[(L - 1) * K * B + kb]
+                s1 = 0.0
+                s2 = 0.0
+                for c in range(C):
+                    s1 += DA[kb * C + c]
+                    s2 += DA[kb * C + c] * XH[base + c]
+                s1 /= C
+                s2 /= C
+                for c in range(C):
+                    DZ[base + c] = r * (DA[kb * C + c] - s1 - XH[base + c] * s2)
+            else:
+                for c in range(C):
+                    DZ[base + c] = DA[kb * C + c]
+        # ---------------- backward through hidden layers
+        for l in range(L - 1, 0, -1):
+            n_in = sizes[l]
+            n_out = sizes[l + 1]
+            kstride = n_in * n_out
+            for kb in range(K * B):
+                k = kb // B
+                for i in range(n_in):
+                    DA[kb * n_in + i] = 0
+                for o in range(n_out):
+                    c = DZ[hoff[l] + kb * n_out + o]
+                    wo = K * poff[l] + k * kstride + o * n_in
+                    for i in range(n_in):
+                        DA[kb * n_in + i] += c * W[wo + i]
+                base = hoff[l - 1] + kb * n_in
+                for i in range(n_in):
+                    DA[kb * n_in + i] *= _act_grad(XH[base + i], act, gate)
+                r = RS[(l - 1) * K * B + kb]
+                s1 = 0.0
+                s2 = 0.0
+                for i in range(n_in):
+                    s1 += DA[kb * n_in + i]
+                    s2 += DA[kb * n_in + i] * XH[base + i]
+                s1 /= n_in
+                s2 /= n_in
+                for i in range(n_in):
+                    DZ[base + i] = r * (DA[kb * n_in + i] - s1 - XH[base + i] * s2)
+        # ---------------- gradient w.r.t. lambda (into G), per layer, rows in parallel
+        for l in range(L):
+            n_in = sizes[l]
+            n_out = sizes[l + 1]
+            kstride = n_in * n_out
+            for o in prange(n_out):
+                e0 = poff[l] + o * n_in
+                for i in range(n_in):
+                    G[e0 + i] = 0
+                for k in range(K):
+                    wo = K * poff[l] + k * kstride + o * n_in
+                    if B == 1:
+                        c = DZ[hoff[l] + k * n_out + o] * inv_t
+                        if l == 0:
+                            for i in range(n_in):
+                                w = W[wo + i]
+                                G[e0 + i] += (c * Xf[xrow + i]) * (one - w * w)
+                        else:
+                            ab = hoff[l - 1] + k * n_in
+                            for i in range(n_in):
+                                w = W[wo + i]
+                                G[e0 + i] += (c * A[ab + i]) * (one - w * w)
+                    else:
+                        for i in range(n_in):
+                            T[e0 + i] = 0
+                        for b in range(B):
+                            c = DZ[hoff[l] + (k * B + b) * n_out + o] * inv_t
+                            if l == 0:
+                                xb = xrow + b * D
+                                for i in range(n_in):
+                                    T[e0 + i] += c * Xf[xb + i]
+                            else:
+                                ab = hoff[l - 1] + (k * B + b) * n_in
+                                for i in range(n_in):
+                                    T[e0 + i] += c * A[ab + i]
+                        for i in range(n_in):
+                            w = W[wo + i]
+                            G[e0 + i] += T[e0 + i] * (one - w * w)
+        nonzero = False
+        for e in range(P):
+            if G[e] != 0:
+                nonzero = True
+                break
+        if nonzero:
+            applied += 1
+        # ---------------- update, resample for step s + 1, next layer-0 pre-activations
+        cbase = np.uint64(s + 1) * np.uint64(P) * np.uint64(kh)
+        have_next = j + 1 < n_steps
+        xnext = (j + 1) * B * D
+        for l in range(L):
+            n_in = sizes[l]
+            n_out = sizes[l + 1]
+            kstride = n_in * n_out
+            for o in prange(n_out):
+                e0 = poff[l] + o * n_in
+                if nonzero:
+                    if kind == KIND_BIMU:
+                        gbl = hp[0]
+                        two_bl = hp[1]
+                        bkl = hp[2]
+                        ilm = hp[3]
+                        kln = hp[4]
+                        pr0 = hp[5]
+                        for i in range(n_in):
+                            e = e0 + i
+                            lo = lam[e]
+                            g = G[e]
+                            b = fexp(m2 * abs(lo))
+                            rr = one / (one + b)
+                            t = (one - b) * rr
+                            t = t if lo >= 0 else -t
+                            var = (four * b) * (rr * rr)
+                            eta = one / (bkl * var + two_bl * (t * g + abs(g)) + ilm)
+                            ln = lo - eta * (gbl * g + kln * (lo - pr0) * var)
+                            lam[e] = ln
+                            G[e] = fexp(m2 * abs(ln))
+                    else:
+                        lr = hp[0]
+                        cpr = hp[4]
+                        pr0 = hp[5]
+                        for i in range(n_in):
+                            e = e0 + i
+                            lo = lam[e]
+                            b = fexp(m2 * abs(lo))
+                            rr = one / (one + b)
+                            var = (four * b) * (rr * rr)
+                            ln = lo - lr * (G[e] / var) - cpr * (lo - prior[e])
+                            lam[e] = ln
+                            G[e] = fexp(m2 * abs(ln))
+                else:
+                    for i in range(n_in):
+                        G[e0 + i] = fexp(m2 * abs(lam[e0 + i]))
+                wb = K * poff[l] + o * n_in
+                _relaxed_row(lam, G, W, HB, e0, wb, kstride, n_in, K, key, cbase, inv_t)
+                if l == 0 and have_next:
+                    for k in range(K):
+                        for b in range(B):
+                            Z[(k * B + b) * n0 + o] = dot8(W, k * k0stride + o * D, Xf, xnext + b * D, D)
+        have_z0 = have_next
+    return applied
+
+
+# ----------------------------------------------------------------------------- evaluation
+@njit(parallel=True, **_OPTS)
+def hard_logits(X, lam, sizes, poff, cfg, hp, K, key, cbase):
+    """Logits ``[K, B, C]`` of ``X [B, D]`` under K hard weight samples (one set per sample, shared by
+    the batch), drawn from counters starting at ``cbase``; the result of an example does not depend on
+    the batch it is evaluated in."""
+    L = sizes.shape[0] - 1
+    B = X.shape[0]
+    D = sizes[0]
+    P = lam.shape[0]
+    C = sizes[L]
+    W = np.empty(K * P, dtype=lam.dtype)
+    m2 = as_like(-2.0, lam[0])
+    bt = np.empty_like(lam)
+    HB = np.empty(P, dtype=np.uint64)
+    for e in prange(P):
+        bt[e] = fexp(m2 * abs(lam[e]))
+    for l in range(L):
+        n_in = sizes[l]
+        n_out = sizes[l + 1]
+        kstride = n_in * n_out
+        for o in prange(n_out):
+            e0 = poff[l] + o * n_in
+            _hard_row(lam, bt, W, HB, e0, K * poff[l] + o * n_in, kstride, n_in, K, key, cbase)
+    out = np.empty((K, B, C), dtype=lam.dtype)
+    Xf = X.reshape(-1)
+    maxw = 0
+    for l in range(1, L + 1):
+        maxw = max(maxw, sizes[l])
+    act = cfg[0]
+    out_norm = cfg[1]
+    gate = hp[7]
+    eps = hp[8]
+    nblk = (B + 3) // 4
+    for blk in prange(nblk):
+        b0 = blk * 4
+        nb = min(4, B - b0)
+        # per block: activations of up to 4 examples, all samples, current layer
+        cur = np.empty(K * 4 * maxw, dtype=lam.dtype)
+        nxt = np.empty(K * 4 * maxw, dtype=lam.dtype)
+        xh = np.empty(K * 4 * maxw, dtype=lam.dtype)
+        rs = np.empty(1, dtype=np.float64)
+        for l in range(L):
+            n_in = sizes[l]
+            n_out = sizes[l + 1]
+            kstride = n_in * n_out
+            for k in range(K):
+                for o in range(n_out):
+                    wo = K * poff[l] + k * kstride + o * n_in
+                    if l == 0:
+                        for r in range(nb):
+                            nxt[(k * 4 + r) * n_out + o] = dot8(W, wo, Xf, (b0 + r) * D, D)
+                    else:
+                        for r in range(nb):
+                            nxt[(k * 4 + r) * n_out + o] = dot8(W, wo, cur, (k * 4 + r) * n_in, n_in)
+            hidden = l < L - 1
+            for k in range(K):
+                for r in range(nb):
+                    base = (k * 4 + r) * n_out
+                    if hidden or out_norm:
+                        _layer_norm_act(nxt, xh, cur, rs, base, n_out, eps, act, gate, hidden)
+                    else:
+                        for o in range(n_out):
+                            cur[base + o] = nxt[base + o]
+        for k in range(K):
+            for r in range(nb):
+                for c in range(C):
+                    out[k, b0 + r, c] = cur[(k * 4 + r) * C + c]
+    return out
+
+
+@njit(parallel=True, **_OPTS)
+def scores_from_logits(logits):
+    """Softmax probabilities and label-free scores from logits ``[K, B, C]``.
+
+    Returns ``(probs [K,B,C], votes int64 [B,C], predictions [B], variation_ratio, predictive_entropy,
+    aleatoric, epistemic)``; entropies in bits; votes from the per-sample argmax of the probabilities
+    (first index on ties); predictions are the argmax of the mean log-softmax (the paper's rule).
+    """
+    K, B, C = logits.shape
+    probs = np.empty_like(logits)
+    votes = np.zeros((B, C), dtype=np.int64)
+    pred = np.empty(B, dtype=np.int64)
+    vr = np.empty(B, dtype=np.float64)
+    pe = np.empty(B, dtype=np.float64)
+    al = np.empty(B, dtype=np.float64)
+    ep = np.empty(B, dtype=np.float64)
+    inv_ln2 = 1.0 / math.log(2.0)
+    for b in prange(B):
+        mlp = np.zeros(C, dtype=np.float64)
+        mp = np.zeros(C, dtype=np.float64)
+        hsum = 0.0
+        for k in range(K):
+            mx = logits[k, b, 0]
+            for c in range(1, C):
+                mx = max(mx, logits[k, b, c])
+            s = 0.0
+            for c in range(C):
+                s += math.exp(logits[k, b, c] - mx)
+            ls = math.log(s)
+            best = 0
+            h = 0.0
+            for c in range(C):
+                p = math.exp(logits[k, b, c] - mx) / s
+                probs[k, b, c] = p
+                pf = probs[k, b, c]
+                if pf > probs[k, b, best]:
+                    best = c
+                mlp[c] += (logits[k, b, c] - mx) - ls
+                mp[c] += pf
+                if pf > 0:
+                    h -= pf * math.log(pf)
+            votes[b, best] += 1
+            hsum += h
+        bc = 0
+        mv = votes[b, 0]
+        for c in range(C):
+            if mlp[c] > mlp[bc]:
+                bc = c
+            mv = max(mv, votes[b, c])
+        pred[b] = bc
+        vr[b] = 1.0 - mv / K
+        hp_ = 0.0
+        for c in range(C):
+            q = mp[c] / K
+            if q > 0:
+                hp_ -= q * math.log(q)
+        pe[b] = hp_ * inv_ln2
+        al[b] = hsum / K * inv_ln2
+        ep[b] = max(pe[b] - al[b], 0.0)
+    return probs, votes, pred, vr, pe, al, ep

@@ -1,0 +1,150 @@
+"""BayesBiNN (Meng, Bachmann & Khan 2020) on the same binary Bayesian network as BiMU.
+
+Per update (see :mod:`bimu.optim.bayesbinn` for the derivation):
+
+1. for every layer draw ``K`` relaxed weights ``w_k = tanh((lambda + delta_k)/T)``,
+   ``delta_k = 0.5 log(u_k / (1 - u_k))`` (one sample per MC draw shared by the batch);
+2. ``l(w_k)`` = the batch-mean negative log-likelihood under sample ``k``; autograd gives ``dl/dw_k``;
+3. ``g_mu = mean_k dl/dw_k (1 - w_k^2) / (T (1 - tanh^2 lambda))`` (the mu-gradient estimator; equal
+   to the gradient of ``mean_k l(w_k)`` w.r.t. ``mu = tanh(lambda)``);
+4. ``lambda <- lambda - lr (g_mu + prior_strength (lambda - lambda_prior))``.
+
+At every task end ``lambda_prior <- lambda`` (so it needs task boundaries). ``lambda`` starts at 0
+(``lambda_init="zero"``, as run for the paper) and ``lambda_prior`` at 0. Prediction uses hard
+Bernoulli samples, like BiMU. The reference run's active-learning variant (updates scaled by the
+gradient's L1 norm, query scores from relaxed weights) is not reproduced: those were defects.
+
+>>> import torch
+>>> m = BayesBiNNMethod([4, 3], seed=0)
+>>> m.learn(torch.randn(1, 4), torch.tensor([2])); m.task_end()
+>>> bool(torch.equal(m.optimizer.state[m.model.layers[0].lam]["prior"], m.model.layers[0].lam))
+True
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+from bimu.methods.base import SCORE_NAMES, Hyperparameter, MethodInfo, OnlineMethod, non_negative, positive
+from bimu.methods.bimu import mc_nll
+from bimu.methods.footprint import nested_tensor_bytes
+from bimu.nn.activations import rbg, sign_ste
+from bimu.nn.bernoulli import relaxed_noise
+from bimu.nn.mlp import ACTIVATIONS, BinaryBayesianMLP, layer_norm
+from bimu.optim.bayesbinn import BayesBiNN, bayesbinn_mu_gradient
+
+
+def forward_with_weights(model: BinaryBayesianMLP, x: torch.Tensor, weights: Sequence[torch.Tensor]) -> torch.Tensor:
+    """Logits ``[K, batch, classes]`` of ``model``'s architecture with explicit weights ``[K, out, in]``
+    per layer (LayerNorm without affine after every layer, the hidden activation between them)."""
+    if len(weights) != len(model.layers):
+        raise ValueError(f"weights must hold one tensor per layer ({len(model.layers)}), got {len(weights)}")
+    h = x
+    last = len(weights) - 1
+    for i, w in enumerate(weights):
+        h = torch.einsum("bi,soi->sbo" if h.dim() == 2 else "sbi,soi->sbo", h, w)
+        if i < last:
+            h = layer_norm(h)
+            h = rbg(h, model.gate_width) if model.activation == "rbg" else sign_ste(h)
+        elif model.output_norm:
+            h = layer_norm(h)
+    return h
+
+
+class BayesBiNNMethod(OnlineMethod):
+    """BayesBiNN: the Bayesian learning rule on mean-field Bernoulli weights, prior = last task's posterior."""
+
+    info = MethodInfo(
+        name="bayesbinn",
+        paper_name="BayesBiNN",
+        network="binary-bayesian-mlp",
+        needs_task_boundaries=True,
+        uncertainty_scores=SCORE_NAMES,
+        binary_weights=True,
+        bayesian=True,
+    )
+    hyperparameters = {
+        h.name: h
+        for h in [
+            positive("lr", float, 0.77, "alpha N: learning rate of the natural parameters"),
+            non_negative("prior_strength", float, 1.25e-5, "1/N: pull towards lambda_prior"),
+            positive("n_samples", int, 5, "K: relaxed MC samples for the gradient"),
+            positive("n_eval_samples", int, 5, "hard MC samples for prediction and scores"),
+            positive("temperature", float, 1.0, "relaxation temperature T"),
+            Hyperparameter("activation", str, "rbg", "hidden activation", choices=ACTIVATIONS),
+            Hyperparameter("output_norm", bool, True, "LayerNorm on the logits (paper's network)"),
+            positive("gate_width", float, 1.0, "RBG threshold"),
+            Hyperparameter("lambda_init", str, "zero", "initial lambda: 'zero' (as run) or 'uniform' "
+                           "(U(+-1/sqrt(fan_in)), like BiMU)", choices=("zero", "uniform")),
+        ]
+    }
+    presets = {
+        "pmnist-100": dict(lr=0.77, prior_strength=1.25e-5, n_samples=5, n_eval_samples=5, activation="rbg"),
+        "pmnist-2000": dict(lr=0.05, prior_strength=1.1e-6, n_samples=5, n_eval_samples=5, activation="rbg"),
+        "openloris-25088": dict(lr=0.011, prior_strength=1.3e-6, n_samples=10, n_eval_samples=10),
+        "openloris-8192": dict(lr=0.86, prior_strength=1e-6, n_samples=10, n_eval_samples=10),
+        "openloris-1024": dict(lr=0.3, prior_strength=6.25e-6, n_samples=10, n_eval_samples=10),
+        "openloris-8192-imbalanced": dict(lr=0.066, prior_strength=4.6e-5, n_samples=10, n_eval_samples=10),
+        "animals": dict(lr=10.0, prior_strength=1e-6, n_samples=10, n_eval_samples=10),
+    }
+
+    def _build(self, generator: torch.Generator) -> None:
+        hp = self.hparams
+        self.model = BinaryBayesianMLP(self.sizes, activation=hp["activation"], output_norm=hp["output_norm"],
+                                       temperature=hp["temperature"], gate_width=hp["gate_width"])
+        for layer in self.model.layers:
+            if hp["lambda_init"] == "uniform":
+                layer.reset_parameters(generator)
+            else:
+                with torch.no_grad():
+                    layer.lam.zero_()
+        self.optimizer = BayesBiNN(self.model.parameters(), lr=hp["lr"], prior_strength=hp["prior_strength"])
+
+    def learn(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        """Relaxed forward, dL/dw by autograd, mu-gradient estimator, BayesBiNN step."""
+        self.check_batch(x, y)
+        k, temp = self.hparams["n_samples"], self.hparams["temperature"]
+        lams = [layer.lam for layer in self.model.layers]
+        deltas, weights = [], []
+        for lam in lams:
+            u = torch.rand((k, *lam.shape), generator=self.train_generator, dtype=lam.dtype)
+            delta = relaxed_noise(u)
+            deltas.append(delta)
+            weights.append(torch.tanh((lam.detach() + delta) / temp).requires_grad_(True))
+        # Sum over samples of each sample's batch-mean NLL, so that grads_w[k] = dl(w_k)/dw_k; the
+        # estimator averages over the K samples.
+        loss = mc_nll(forward_with_weights(self.model, x, weights), y) * (k / x.shape[0])
+        grads_w = torch.autograd.grad(loss, weights)
+        for lam, g, delta in zip(lams, grads_w, deltas):
+            lam.grad = bayesbinn_mu_gradient(g, lam.detach(), delta, temp)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.examples_seen += int(x.shape[0])
+        self.updates_applied += 1
+
+    def task_end(self) -> None:
+        """The prior becomes the current posterior."""
+        self.optimizer.reset_prior()
+
+    def _predict_logits(self, x: torch.Tensor, n_samples: int, generator: torch.Generator) -> torch.Tensor:
+        self.check_batch(x)
+        return self.model(x, n_samples=n_samples, mode="hard", generator=generator)
+
+    def modules_state(self) -> dict[str, Any]:
+        """Copies of ``lambda`` and of the optimizer state (``lambda_prior``)."""
+        return {"model": copy.deepcopy(self.model.state_dict()),
+                "optimizer": copy.deepcopy(self.optimizer.state_dict())}
+
+    def load_modules_state(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`modules_state` returned."""
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+
+    def memory_bytes(self) -> int:
+        """``lambda`` and ``lambda_prior`` (the previous task's posterior)."""
+        return (sum(p.numel() * p.element_size() for p in self.model.parameters())
+                + nested_tensor_bytes(self.optimizer.state_dict()["state"]))

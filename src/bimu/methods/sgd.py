@@ -1,0 +1,120 @@
+"""Plain SGD on the real-valued ReLU MLP, and the shared machinery of the real-valued baselines.
+
+Loss: cross-entropy averaged over the batch (batch size 1 in every paper run, where sum and mean
+agree). One update per :meth:`SGDMethod.learn` call: ``theta <- theta - lr * dL/dtheta``, no momentum.
+Deterministic: :meth:`~bimu.methods.base.OnlineMethod.predict_proba` returns one sample.
+
+>>> import torch
+>>> m = SGDMethod([4, 8, 3], seed=0)
+>>> m.learn(torch.randn(2, 4), torch.tensor([0, 2]))
+>>> m.updates_applied, m.examples_seen, tuple(m.predict_proba(torch.randn(5, 4)).shape)
+(1, 2, (1, 5, 3))
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from bimu.methods.base import MethodInfo, OnlineMethod, positive, tensor_bytes
+from bimu.nn.real_mlp import RealMLP
+
+DETERMINISTIC_SCORES = ("predictive_entropy", "aleatoric")
+"""Scores a deterministic network can give: with one sample, predictive entropy = aleatoric."""
+
+PRESET_KEYS = ("pmnist-100", "pmnist-2000", "openloris-1024", "openloris-8192", "openloris-25088",
+               "openloris-8192-imbalanced", "animals")
+"""Benchmark keys of :attr:`~bimu.methods.base.OnlineMethod.presets` (docs/contracts.md)."""
+
+
+class SGDMethod(OnlineMethod):
+    """Stochastic gradient descent on a ReLU MLP (no continual-learning mechanism)."""
+
+    info = MethodInfo(
+        name="sgd",
+        paper_name="SGD",
+        network="real-relu-mlp",
+        needs_task_boundaries=False,
+        uncertainty_scores=DETERMINISTIC_SCORES,
+        binary_weights=False,
+        bayesian=False,
+    )
+    hyperparameters = {h.name: h for h in [positive("lr", float, 9e-4, "SGD learning rate")]}
+    presets = {
+        # Appendix tables "Hyperparameter configurations" (PMNIST 100 / 2000 neurons, OpenLORIS).
+        "pmnist-100": dict(lr=9e-4),
+        "pmnist-2000": dict(lr=0.001),
+        "openloris-25088": dict(lr=0.002),
+        "openloris-8192": dict(lr=0.01),
+        "openloris-1024": dict(lr=89.5),  # as printed in the paper's table
+    }
+
+    def _build(self, generator: torch.Generator) -> None:
+        self.model = RealMLP(self.sizes)
+        self.model.reset_parameters(generator)
+        self._build_regularizer()
+
+    def _build_regularizer(self) -> None:
+        """Create the penalty (none for SGD)."""
+        self.regularizer = None
+
+    @property
+    def params(self) -> list[torch.nn.Parameter]:
+        """The trained parameters (weights and biases, layer by layer)."""
+        return list(self.model.parameters())
+
+    def _observe(self, x: torch.Tensor, y: torch.Tensor, data_grads: Sequence[torch.Tensor]) -> None:
+        """Hook called with the batch's data gradient before the step (EWC accumulates here)."""
+
+    def _after_step(self, data_grads: Sequence[torch.Tensor], deltas: Sequence[torch.Tensor]) -> None:
+        """Hook called with the data gradient and the applied change after the step (SI integrates)."""
+
+    def learn(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        """``theta <- theta - lr * (dL/dtheta + dR/dtheta)`` with ``R`` the penalty (if any)."""
+        self.check_batch(x, y)
+        params = self.params
+        loss = F.cross_entropy(self.model(x), y)
+        data_grads = torch.autograd.grad(loss, params)
+        self._observe(x, y, data_grads)
+        grads = list(data_grads)
+        if self.regularizer is not None:
+            grads = [g + r for g, r in zip(grads, self.regularizer.penalty_gradient(params))]
+        lr = self.hparams["lr"]
+        deltas = [-lr * g for g in grads]
+        with torch.no_grad():
+            for p, d in zip(params, deltas):
+                p.add_(d)
+        self._after_step(data_grads, deltas)
+        self.examples_seen += int(x.shape[0])
+        self.updates_applied += 1
+
+    def task_end(self) -> None:
+        """Fold the finished task into the penalty (a no-op without one)."""
+        if self.regularizer is not None:
+            self.regularizer.task_end(self.params)
+
+    def _predict_logits(self, x: torch.Tensor, n_samples: int, generator: torch.Generator) -> torch.Tensor:
+        self.check_batch(x)
+        return self.model(x).unsqueeze(0)
+
+    def modules_state(self) -> dict[str, Any]:
+        """A copy of the network parameters and of the penalty's state."""
+        state = {"model": copy.deepcopy(self.model.state_dict())}
+        if self.regularizer is not None:
+            state["regularizer"] = self.regularizer.state_dict()
+        return state
+
+    def load_modules_state(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`modules_state` returned."""
+        self.model.load_state_dict(state["model"])
+        if self.regularizer is not None:
+            self.regularizer.load_state_dict(state["regularizer"])
+
+    def memory_bytes(self) -> int:
+        """Parameters, plus the penalty's persistent tensors."""
+        extra = self.regularizer.tensors() if self.regularizer is not None else []
+        return tensor_bytes(self.params) + tensor_bytes(extra)

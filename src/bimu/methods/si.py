@@ -1,0 +1,63 @@
+"""Synaptic Intelligence (Zenke et al. 2017) on the ReLU MLP, trained with plain SGD.
+
+Each update: ``theta <- theta - lr * (dCE/dtheta + 2 c Omega (theta - theta*))``, then the path
+integral ``omega += -dCE/dtheta * Delta theta`` (data gradient only); at a task end
+``Omega += omega / ((theta - theta*)^2 + xi)`` (see :mod:`bimu.regularizers.si`). Needs task
+boundaries. ``omega_relu`` reproduces the reference run's ReLU on the importance increment.
+
+>>> import torch
+>>> m = SynapticIntelligenceMethod([4, 3], seed=0)
+>>> m.learn(torch.randn(1, 4), torch.tensor([1])); m.task_end()
+>>> bool(m.regularizer.omega[0].abs().sum() > 0)
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from bimu.methods.base import Hyperparameter, MethodInfo, non_negative, positive
+from bimu.methods.sgd import DETERMINISTIC_SCORES, SGDMethod
+from bimu.regularizers.si import SynapticIntelligence
+
+
+class SynapticIntelligenceMethod(SGDMethod):
+    """Synaptic Intelligence: online path-integral importance, quadratic penalty."""
+
+    info = MethodInfo(
+        name="si",
+        paper_name="Synaptic Intelligence",
+        network="real-relu-mlp",
+        needs_task_boundaries=True,
+        uncertainty_scores=DETERMINISTIC_SCORES,
+        binary_weights=False,
+        bayesian=False,
+    )
+    hyperparameters = {
+        h.name: h
+        for h in [
+            positive("lr", float, 0.003, "SGD learning rate"),
+            non_negative("coefficient", float, 1e-4, "c: scale of the penalty c sum Omega d^2"),
+            positive("damping", float, 1.0, "xi: damping of Omega += omega / (Delta^2 + xi)"),
+            Hyperparameter("omega_relu", bool, False,
+                           "clip each task's importance increment at 0 (reference-run compatibility)"),
+        ]
+    }
+    presets = {
+        "pmnist-100": dict(lr=0.003, coefficient=1e-4, damping=1.0),
+        "pmnist-2000": dict(lr=0.0015, coefficient=1e-4, damping=1.0),
+        "openloris-25088": dict(lr=0.002, coefficient=7e-5, damping=12.6),
+        "openloris-8192": dict(lr=0.001, coefficient=0.025, damping=0.15),
+        "openloris-1024": dict(lr=0.006, coefficient=0.003, damping=0.13),
+    }
+
+    def _build_regularizer(self) -> None:
+        self.regularizer = SynapticIntelligence(self.params, coefficient=self.hparams["coefficient"],
+                                                damping=self.hparams["damping"],
+                                                omega_relu=self.hparams["omega_relu"])
+
+    def _after_step(self, data_grads: Sequence[torch.Tensor], deltas: Sequence[torch.Tensor]) -> None:
+        """Integrate ``-g * Delta theta`` along the trajectory."""
+        self.regularizer.accumulate(data_grads, deltas)

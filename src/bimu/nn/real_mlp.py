@@ -1,0 +1,69 @@
+"""The real-valued ReLU MLP of the Online EWC, SI and SGD baselines.
+
+``RealMLP([784, 100, 10])`` is ``Linear(784, 100) -> ReLU -> Linear(100, 10)`` (``torch.nn.Linear``
+with bias). Weights and biases are drawn ``U(-1/sqrt(fan_in), +1/sqrt(fan_in))`` - the bound of
+PyTorch's default ``Linear`` initialisation - from an explicit generator so that a seed fixes them.
+
+>>> import torch
+>>> net = RealMLP([4, 3, 2])
+>>> net.reset_parameters(torch.Generator().manual_seed(0))
+>>> net(torch.randn(5, 4)).shape
+torch.Size([5, 2])
+>>> sum(p.numel() for p in net.parameters())    # (4*3 + 3) + (3*2 + 2)
+23
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+
+def check_sizes(sizes: Sequence[int]) -> list[int]:
+    """Validate ``[in, hidden..., out]`` widths (at least two, all positive) and return them as ints.
+
+    >>> check_sizes([3, 2])
+    [3, 2]
+    >>> check_sizes([3])
+    Traceback (most recent call last):
+    ...
+    ValueError: sizes must list at least two positive widths, got [3]
+    """
+    sizes = [int(s) for s in sizes]
+    if len(sizes) < 2 or any(s <= 0 for s in sizes):
+        raise ValueError(f"sizes must list at least two positive widths, got {sizes}")
+    return sizes
+
+
+class RealMLP(nn.Module):
+    """ReLU multilayer perceptron with biased ``nn.Linear`` layers and raw logits at the output.
+
+    Args:
+        sizes: widths ``[in, hidden..., out]``.
+    """
+
+    def __init__(self, sizes: Sequence[int]):
+        super().__init__()
+        self.sizes = check_sizes(sizes)
+        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(self.sizes[:-1], self.sizes[1:]))
+
+    def reset_parameters(self, generator: torch.Generator | None = None) -> None:
+        """Draw every weight and bias ``U(-1/sqrt(fan_in), 1/sqrt(fan_in))`` from ``generator``."""
+        with torch.no_grad():
+            for layer in self.layers:
+                bound = 1.0 / math.sqrt(layer.in_features)
+                layer.weight.uniform_(-bound, bound, generator=generator)
+                layer.bias.uniform_(-bound, bound, generator=generator)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Logits ``[batch, classes]`` for ``x`` of shape ``[batch, in]``."""
+        h = x
+        last = len(self.layers) - 1
+        for i, layer in enumerate(self.layers):
+            h = layer(h)
+            if i < last:
+                h = torch.relu(h)
+        return h

@@ -1,0 +1,29 @@
+"""Shared validation helpers of the baseline optimizers (ValueError naming the parameter)."""
+
+from __future__ import annotations
+
+import math
+
+
+def check_number(name: str, value, *, low: float | None = None, low_inclusive: bool = True,
+                 high: float | None = None, high_inclusive: bool = True) -> float:
+    """Return ``float(value)`` if finite and inside the given bounds, else ValueError naming ``name``.
+
+    >>> check_number("lr", "0.5", low=0, low_inclusive=False)
+    0.5
+    >>> check_number("lr", 0, low=0, low_inclusive=False)
+    Traceback (most recent call last):
+    ...
+    ValueError: lr must be > 0, got 0.0
+    """
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number, got {value!r}") from None
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value}")
+    if low is not None and (value < low or (value == low and not low_inclusive)):
+        raise ValueError(f"{name} must be {'>=' if low_inclusive else '>'} {low:g}, got {value}")
+    if high is not None and (value > high or (value == high and not high_inclusive)):
+        raise ValueError(f"{name} must be {'<=' if high_inclusive else '<'} {high:g}, got {value}")
+    return value

@@ -1,0 +1,116 @@
+"""Online EWC (Schwarz et al. 2018, "Progress & Compress"; Kirkpatrick et al. 2017 for EWC).
+
+Penalty, with ``F`` the running diagonal Fisher and ``theta*`` the parameters at the last task end::
+
+    R(theta) = importance / 2 * sum_i F_i (theta_i - theta*_i)^2
+
+At the end of each task the Fisher of that task is folded in with the down-weighting ``gamma``
+(Schwarz et al. Eq. for online EWC) and the anchor moves::
+
+    F <- gamma F + F_task ;  theta* <- theta
+
+``F_task`` is the empirical Fisher: the mean over the task's examples of the squared per-example
+gradient of the negative log-likelihood at the observed label. The stream is online with no replay
+buffer, so the examples cannot be revisited at the task end: the squared gradients are accumulated
+*while the task is learned* (each at the parameters current when the example arrived, data term
+only) in ``fisher_accumulator`` and averaged at :meth:`OnlineEWC.task_end`. This costs one more
+parameter-sized tensor during a task, which the memory accounting includes.
+
+>>> import torch
+>>> p = torch.nn.Parameter(torch.tensor([1.0, 2.0]))
+>>> ewc = OnlineEWC([p], importance=2.0, gamma=0.5)
+>>> ewc.accumulate([torch.tensor([1.0, 2.0])]); ewc.accumulate([torch.tensor([3.0, 0.0])])
+>>> ewc.task_end([p]); ewc.fisher[0].tolist()          # mean of g^2: [(1+9)/2, (4+0)/2]
+[5.0, 2.0]
+>>> with torch.no_grad(): _ = p.add_(torch.tensor([1.0, -1.0]))
+>>> ewc.penalty([p]).item()                             # 2/2 * (5*1 + 2*1)
+7.0
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+from bimu.optim._checks import check_number
+
+
+class OnlineEWC:
+    """Online elastic weight consolidation as a penalty with accumulate / task-end hooks.
+
+    Args:
+        params: the parameters to protect (their order fixes the order of every list here).
+        importance: ``lambda`` of EWC, the penalty scale (>= 0).
+        gamma: down-weighting of the old Fisher at each task end, in [0, 1].
+    """
+
+    def __init__(self, params: Sequence[torch.Tensor], importance: float, gamma: float):
+        self.importance = check_number("importance", importance, low=0)
+        self.gamma = check_number("gamma", gamma, low=0, high=1)
+        params = list(params)
+        if not params:
+            raise ValueError("params must not be empty")
+        self.fisher = [torch.zeros_like(p, memory_format=torch.contiguous_format).detach() for p in params]
+        self.anchor = [p.detach().clone(memory_format=torch.contiguous_format) for p in params]
+        self.fisher_accumulator = [torch.zeros_like(f) for f in self.fisher]
+        self.n_accumulated = 0
+        self.tasks_seen = 0
+
+    def _check(self, tensors: Sequence[torch.Tensor], what: str) -> list[torch.Tensor]:
+        tensors = list(tensors)
+        if len(tensors) != len(self.fisher) or any(t.shape != f.shape for t, f in zip(tensors, self.fisher)):
+            raise ValueError(f"{what} must match the protected parameters' shapes")
+        return tensors
+
+    def penalty(self, params: Sequence[torch.Tensor]) -> torch.Tensor:
+        """``importance / 2 * sum F (theta - theta*)^2`` (differentiable in ``params``)."""
+        params = self._check(params, "params")
+        total = sum(((p - a).pow(2) * f).sum() for p, a, f in zip(params, self.anchor, self.fisher))
+        return 0.5 * self.importance * total
+
+    @torch.no_grad()
+    def penalty_gradient(self, params: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        """``dR/dtheta = importance * F (theta - theta*)``."""
+        params = self._check(params, "params")
+        return [self.importance * f * (p - a) for p, a, f in zip(params, self.anchor, self.fisher)]
+
+    @torch.no_grad()
+    def accumulate(self, example_grads: Sequence[torch.Tensor]) -> None:
+        """Add one example's data-term gradient (squared here) to the current task's Fisher sum."""
+        example_grads = self._check(example_grads, "example_grads")
+        for acc, g in zip(self.fisher_accumulator, example_grads):
+            acc.add_(g * g)
+        self.n_accumulated += 1
+
+    @torch.no_grad()
+    def task_end(self, params: Sequence[torch.Tensor]) -> None:
+        """``F <- gamma F + F_task`` (``F_task = 0`` if no example was seen), ``theta* <- theta``."""
+        params = self._check(params, "params")
+        scale = 1.0 / self.n_accumulated if self.n_accumulated else 0.0
+        for f, acc, a, p in zip(self.fisher, self.fisher_accumulator, self.anchor, params):
+            f.mul_(self.gamma).add_(acc * scale)
+            acc.zero_()
+            a.copy_(p)
+        self.n_accumulated = 0
+        self.tasks_seen += 1
+
+    def tensors(self) -> list[torch.Tensor]:
+        """Every persistent tensor (Fisher, anchor, running accumulator), for memory accounting."""
+        return [*self.fisher, *self.anchor, *self.fisher_accumulator]
+
+    def state_dict(self) -> dict[str, Any]:
+        """Copies of the Fisher, anchor and accumulator, and the counters."""
+        return {"fisher": [t.clone() for t in self.fisher], "anchor": [t.clone() for t in self.anchor],
+                "fisher_accumulator": [t.clone() for t in self.fisher_accumulator],
+                "n_accumulated": self.n_accumulated, "tasks_seen": self.tasks_seen}
+
+    @torch.no_grad()
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Inverse of :meth:`state_dict`."""
+        for key in ("fisher", "anchor", "fisher_accumulator"):
+            for dst, src in zip(getattr(self, key), self._check(state[key], key)):
+                dst.copy_(src)
+        self.n_accumulated = int(state["n_accumulated"])
+        self.tasks_seen = int(state["tasks_seen"])

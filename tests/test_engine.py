@@ -1,0 +1,213 @@
+"""Fused engine: equivalence with the torch path on small networks, determinism, state, input checks."""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+import torch
+
+import bimu.engine as engine
+from bimu.engine import create_fused, supports
+from bimu.engine.fused import FusedBayesBiNN, FusedBiMU
+from bimu.methods.bimu import BiMUMethod, mc_nll
+from bimu.nn.mlp import BinaryBayesianMLP
+from bimu.optim.bimu import BiMU
+from bimu.uncertainty import expected_entropy, mutual_information, predictive_entropy, vote_counts
+
+SIZES = [12, 16, 8, 4]  # two hidden layers: exercises the general-depth code
+HP = dict(lr=3.0, lr_max=0.01, likelihood_multiplier=50.0, kl_multiplier=2.0, memory_window=300.0)
+
+
+def _data(n, d=SIZES[0], c=SIZES[-1], seed=0):
+    g = np.random.default_rng(seed)
+    return g.standard_normal((n, d)).astype(np.float32), g.integers(0, c, n).astype(np.int64)
+
+
+def _torch_replay(m, X, Y, activation="rbg", batch=1, temperature=1.0, dtype=torch.float32):
+    """Replay the engine's steps on the torch network with the engine's uniforms."""
+    net = BinaryBayesianMLP(m.sizes, activation=activation, temperature=temperature).to(dtype)
+    with torch.no_grad():
+        for a, p in zip(m.layer_lambdas(), net.parameters()):
+            p.copy_(torch.from_numpy(a.astype(np.float64)))
+    opt = BiMU(net.parameters(), **HP)
+    start = m.train_step
+    for j in range(len(X) // batch):
+        us = [torch.from_numpy(u).to(dtype) for u in m.train_uniforms(start + j)]
+        opt.zero_grad()
+        x = torch.from_numpy(X[j * batch:(j + 1) * batch]).to(dtype)
+        mc_nll(net(x, n_samples=m.K, mode="relaxed", uniforms=us), torch.from_numpy(Y[j * batch:(j + 1) * batch])).backward()
+        opt.step()
+    return [p.detach().double().numpy() for p in net.parameters()]
+
+
+def _rel(a_list, b_list):
+    return max(float(np.abs(a - b).max() / np.abs(b).max()) for a, b in zip(a_list, b_list))
+
+
+@pytest.mark.parametrize("activation", ["rbg", "sign"])
+def test_same_lambda_as_torch_with_same_uniforms(activation):
+    X, Y = _data(60)
+    m = create_fused("bimu", SIZES, 1, dict(HP, activation=activation))
+    ref = _torch_replay(m, X, Y, activation)
+    m.learn_many(X, Y)
+    assert _rel(m.layer_lambdas(), ref) < 1e-4
+
+
+def test_batch_step_and_temperature_match_torch():
+    X, Y = _data(40)
+    m = create_fused("bimu", SIZES, 2, dict(HP, temperature=0.7))
+    ref = _torch_replay(m, X, Y, batch=4, temperature=0.7)
+    for j in range(10):
+        m.learn(torch.from_numpy(X[4 * j:4 * j + 4]), torch.from_numpy(Y[4 * j:4 * j + 4]))
+    assert _rel(m.layer_lambdas(), ref) < 1e-4
+    assert m.examples_seen == 10 and m.updates_applied == 10
+
+
+def test_initial_lambda_equals_torch_method():
+    m = create_fused("bimu", SIZES, 5, HP)
+    t = BiMUMethod(SIZES, seed=5, **BiMUMethod.resolve_hyperparameters(HP))
+    for a, p in zip(m.layer_lambdas(), t.model.parameters()):
+        assert np.array_equal(a, p.detach().numpy())
+
+
+def test_independent_of_threads_and_chunking():
+    X, Y = _data(50)
+    a = create_fused("bimu", SIZES, 7, HP, threads=1)
+    a.learn_many(X, Y)
+    b = create_fused("bimu", SIZES, 7, HP, threads=2)
+    b.learn_many(X[:13], Y[:13])
+    for i in range(13, 20):
+        b.learn(torch.from_numpy(X[i:i + 1]), torch.from_numpy(Y[i:i + 1]))
+    b.learn_many(X[20:], Y[20:])
+    assert np.array_equal(a.lam, b.lam)
+    assert a.train_step == b.train_step == 50 and b.examples_seen == 50
+    assert torch.equal(a.predict_proba(torch.from_numpy(X)), b.predict_proba(torch.from_numpy(X)))
+    c = create_fused("bimu", SIZES, 8, HP, threads=1)  # another seed: another trajectory
+    c.learn_many(X, Y)
+    assert not np.array_equal(a.lam, c.lam)
+
+
+def test_state_dict_resumes_exactly():
+    X, Y = _data(40)
+    a = create_fused("bimu", SIZES, 3, HP)
+    a.learn_many(X[:20], Y[:20])
+    a.predict(torch.from_numpy(X[:5]))
+    state = a.state_dict()
+    b = create_fused("bimu", SIZES, 3, HP)
+    b.load_state_dict(state)
+    a.learn_many(X[20:], Y[20:])
+    b.learn_many(X[20:], Y[20:])
+    assert np.array_equal(a.lam, b.lam)
+    assert torch.equal(a.predict_proba(torch.from_numpy(X)), b.predict_proba(torch.from_numpy(X)))
+    assert b.memory_bytes() == a.lam.nbytes
+
+
+def test_hard_predictions_and_scores_match_torch():
+    X, Y = _data(30)
+    m = create_fused("bimu", SIZES, 4, HP)
+    m.learn_many(X, Y)
+    us = [torch.from_numpy(u).float() for u in m.eval_uniforms(7)]
+    net = BinaryBayesianMLP(SIZES)
+    with torch.no_grad():
+        for a, p in zip(m.layer_lambdas(), net.parameters()):
+            p.copy_(torch.from_numpy(a))
+    x = torch.from_numpy(X)
+    probs_ref = torch.softmax(net(x, n_samples=7, mode="hard", uniforms=us), -1)
+    scores = m.mc_scores(x, n_samples=7)
+    assert scores["probs"].shape == (7, 30, 4)
+    assert torch.allclose(scores["probs"], probs_ref, atol=1e-5)
+    assert torch.equal(scores["votes"], vote_counts(probs_ref))
+    assert torch.equal(scores["predictions"], torch.log_softmax(probs_ref.log(), -1).mean(0).argmax(-1))
+    assert torch.allclose(scores["variation_ratio"].float(), 1 - vote_counts(probs_ref).max(-1).values.float() / 7.0)
+    assert torch.allclose(scores["predictive_entropy"].float(), predictive_entropy(probs_ref), atol=1e-5)
+    assert torch.allclose(scores["aleatoric"].float(), expected_entropy(probs_ref), atol=1e-5)
+    assert torch.allclose(scores["epistemic"].float(), mutual_information(probs_ref), atol=1e-5)
+
+
+def test_evaluation_does_not_touch_training_and_is_batch_independent():
+    X, Y = _data(40)
+    a = create_fused("bimu", SIZES, 6, HP)
+    b = create_fused("bimu", SIZES, 6, HP)
+    x = torch.from_numpy(X[:9])
+    full = b.predict_proba(x, n_samples=3, generator=torch.Generator().manual_seed(11))
+    parts = [b.predict_proba(x[i:i + 1], n_samples=3, generator=torch.Generator().manual_seed(11)) for i in range(9)]
+    assert torch.equal(full, torch.cat(parts, dim=1))
+    b.predict(x)
+    b.mc_scores(x, n_samples=4)
+    a.learn_many(X, Y)
+    b.learn_many(X, Y)
+    assert np.array_equal(a.lam, b.lam)
+
+
+def test_bayesbinn_update_and_task_end():
+    X, Y = _data(20)
+    assert supports("bayesbinn", SIZES, {"lr": 1e-3, "prior_strength": 1.0})
+    assert not supports("bayesbinn", SIZES, {"lr": 1e-3})
+    m = create_fused("bayesbinn", SIZES, 0, {"lr": 1e-3, "prior_strength": 0.5})
+    assert isinstance(m, FusedBayesBiNN) and m.info.needs_task_boundaries
+    assert not m.lam.any()
+    # one step by hand: g_mu = g / (1 - tanh^2 lam) with lam = 0, prior 0
+    us = [torch.from_numpy(u).float() for u in m.train_uniforms()]
+    net = BinaryBayesianMLP(SIZES)
+    with torch.no_grad():
+        for p in net.parameters():
+            p.zero_()
+    mc_nll(net(torch.from_numpy(X[:1]), n_samples=5, uniforms=us), torch.from_numpy(Y[:1])).backward()
+    m.learn_many(X[:1], Y[:1])
+    for a, p in zip(m.layer_lambdas(), net.parameters()):
+        assert np.allclose(a, -1e-3 * p.grad.numpy(), rtol=1e-4, atol=1e-9)
+    m.task_end()
+    assert np.array_equal(m.prior, m.lam)
+    assert m.memory_bytes() == 2 * m.lam.nbytes
+
+
+def test_supports_and_bad_inputs():
+    assert supports("bimu", [784, 100, 10], {"activation": "sign"})
+    assert supports("bimu", [8192, 19], {})
+    assert not supports("bimu", [784, 100, 10], {"activation": "relu"})
+    assert not supports("bimu", [784, 100, 10], {"momentum": 0.9})
+    assert not supports("bimu", [784], {})
+    assert not supports("mesu", [784, 100, 10], {})
+    with pytest.raises(ValueError, match="does not support"):
+        create_fused("mesu", [4, 2], 0, {})
+    with pytest.raises(ValueError, match="lr"):
+        create_fused("bimu", [4, 2], 0, {"lr": -1})
+    m = create_fused("bimu", SIZES, 0, HP)
+    x = torch.zeros(2, SIZES[0])
+    with pytest.raises(ValueError, match="inputs must be"):
+        m.learn(torch.zeros(2, 3), torch.zeros(2, dtype=torch.long))
+    with pytest.raises(ValueError, match="NaN"):
+        m.learn(torch.full((1, SIZES[0]), float("nan")), torch.zeros(1, dtype=torch.long))
+    with pytest.raises(ValueError, match="labels must lie"):
+        m.learn(x, torch.tensor([0, SIZES[-1]]))
+    with pytest.raises(ValueError, match="labels must be integers"):
+        m.learn_many(x, torch.tensor([0.0, 1.0]))
+    with pytest.raises(ValueError, match="threads"):
+        create_fused("bimu", SIZES, 0, HP, threads=0)
+    with pytest.raises(ValueError, match="dtype"):
+        create_fused("bimu", SIZES, 0, HP, dtype="float16")
+    assert m.train_step == 0 and m.examples_seen == 0
+
+
+def test_public_objects_have_docstrings():
+    import bimu.engine.fused as fused
+    import bimu.engine.kernels as kernels
+    import bimu.engine.rng as rng
+
+    missing = []
+    for mod in (engine, fused, kernels, rng):
+        assert mod.__doc__, mod.__name__
+        for name, obj in vars(mod).items():
+            if name.startswith("_") or getattr(obj, "__module__", mod.__name__) != mod.__name__:
+                continue
+            if inspect.isclass(obj) or inspect.isfunction(obj) or hasattr(obj, "py_func"):
+                if not (obj.__doc__ or "").strip():
+                    missing.append(f"{mod.__name__}.{name}")
+                if inspect.isclass(obj):
+                    for mname, meth in vars(obj).items():
+                        if not mname.startswith("_") and inspect.isfunction(meth) and not (meth.__doc__ or "").strip():
+                            missing.append(f"{mod.__name__}.{name}.{mname}")
+    assert not missing, missing
+    assert FusedBiMU.info == BiMUMethod.info

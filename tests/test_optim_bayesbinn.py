@@ -1,0 +1,93 @@
+"""BayesBiNN update rule and mu-gradient estimator against hand computations."""
+
+import math
+
+import pytest
+import torch
+
+from bimu.optim.bayesbinn import (
+    BayesBiNN,
+    bayesbinn_mu_gradient,
+    bayesbinn_update_,
+    log_cosh,
+    relaxation_jacobian_ratio,
+)
+
+
+def test_update_by_hand():
+    lam = torch.tensor([0.5, -1.0, 2.0], dtype=torch.float64)
+    g = torch.tensor([0.2, 0.4, -1.0], dtype=torch.float64)
+    prior = torch.tensor([0.0, -2.0, 1.0], dtype=torch.float64)
+    bayesbinn_update_(lam, g, lr=0.5, prior_strength=0.1, prior=prior)
+    # lambda - 0.5 * (g + 0.1 * (lambda - prior))
+    expected = [0.5 - 0.5 * (0.2 + 0.05), -1.0 - 0.5 * (0.4 + 0.1), 2.0 - 0.5 * (-1.0 + 0.1)]
+    assert lam.tolist() == pytest.approx(expected, abs=1e-12)
+
+
+def test_update_equals_bayesian_learning_rule_form():
+    # Meng et al.: lambda <- (1 - alpha) lambda - alpha (N g_mu - lambda_0), alpha = lr/N, N = 1/prior_strength.
+    lam = torch.tensor([0.3, -0.7], dtype=torch.float64)
+    g, lam0 = torch.tensor([0.05, -0.02], dtype=torch.float64), torch.tensor([0.1, 0.2], dtype=torch.float64)
+    lr, n = 0.8, 1000.0
+    alpha = lr / n
+    expected = (1 - alpha) * lam - alpha * (n * g - lam0)
+    bayesbinn_update_(lam, g, lr=lr, prior_strength=1.0 / n, prior=lam0)
+    assert torch.allclose(lam, expected, atol=1e-12)
+
+
+def test_prior_term_pulls_towards_prior():
+    lam = torch.tensor([3.0])
+    bayesbinn_update_(lam, torch.zeros(1), lr=1.0, prior_strength=0.1, prior=torch.tensor([1.0]))
+    assert lam.item() == pytest.approx(2.8)
+
+
+def test_jacobian_ratio_matches_naive_and_stays_finite():
+    lam = torch.tensor([0.4, -1.3], dtype=torch.float64)
+    delta = torch.tensor([[0.2, 0.5], [-1.0, 2.0]], dtype=torch.float64)
+    for temp in (1.0, 0.5):
+        w = torch.tanh((lam + delta) / temp)
+        naive = (1 - w ** 2) / (temp * (1 - torch.tanh(lam) ** 2))
+        assert torch.allclose(relaxation_jacobian_ratio(lam, delta, temp), naive, rtol=1e-10)
+    # float32, |lambda| = 50: the naive ratio is 0/0; the stable one is cosh^2(50)/cosh^2(49) ~ e^2.
+    big = relaxation_jacobian_ratio(torch.tensor([50.0]), torch.tensor([[-1.0]]))
+    assert math.isfinite(big.item()) and big.item() == pytest.approx(math.exp(2.0), rel=1e-4)
+    assert log_cosh(torch.tensor([-3.0], dtype=torch.float64)).item() == pytest.approx(math.log(math.cosh(3.0)))
+
+
+def test_mu_gradient_by_hand():
+    lam = torch.tensor([0.5], dtype=torch.float64)
+    delta = torch.tensor([[0.1], [-0.3]], dtype=torch.float64)
+    grad_w = torch.tensor([[2.0], [-1.0]], dtype=torch.float64)
+    sech2 = lambda v: 1.0 / math.cosh(v) ** 2  # noqa: E731
+    expected = 0.5 * (2.0 * sech2(0.6) - 1.0 * sech2(0.2)) / sech2(0.5)
+    assert bayesbinn_mu_gradient(grad_w, lam, delta).item() == pytest.approx(expected, rel=1e-12)
+    with pytest.raises(ValueError):
+        bayesbinn_mu_gradient(grad_w, lam, delta[:1])
+
+
+def test_optimizer_step_prior_reset_and_state():
+    p = torch.nn.Parameter(torch.tensor([1.0, -1.0]))
+    opt = BayesBiNN([p], lr=0.5, prior_strength=0.2)
+    p.grad = torch.tensor([1.0, 1.0])
+    opt.step()
+    # lambda - 0.5 (g + 0.2 (lambda - 0))
+    assert p.detach().tolist() == pytest.approx([1.0 - 0.5 * 1.2, -1.0 - 0.5 * 0.8])
+    opt.reset_prior()
+    assert torch.equal(opt.state[p]["prior"], p.detach())
+    saved = opt.state_dict()
+    q = torch.nn.Parameter(p.detach().clone())
+    opt2 = BayesBiNN([q], lr=0.5, prior_strength=0.2)
+    opt2.load_state_dict(saved)
+    assert torch.equal(opt2.state[q]["prior"], p.detach())
+    p.grad = None  # no gradient: unchanged
+    before = p.detach().clone()
+    opt.step()
+    assert torch.equal(p.detach(), before)
+
+
+@pytest.mark.parametrize("kwargs, name", [(dict(lr=0.0), "lr"), (dict(lr=-1.0), "lr"),
+                                          (dict(prior_strength=-1e-3), "prior_strength"),
+                                          (dict(prior=math.nan), "prior"), (dict(lr="x"), "lr")])
+def test_validation_names_parameter(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        BayesBiNN([torch.nn.Parameter(torch.zeros(2))], **kwargs)

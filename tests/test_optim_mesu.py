@@ -1,0 +1,60 @@
+"""MESU update rule against hand computations."""
+
+import math
+
+import pytest
+import torch
+
+from bimu.optim.mesu import MESU, mesu_update_
+
+
+def test_update_by_hand_unclipped():
+    mu, sigma = torch.tensor([0.3], dtype=torch.float64), torch.tensor([0.1], dtype=torch.float64)
+    mesu_update_(mu, sigma, torch.tensor([2.0], dtype=torch.float64), torch.tensor([4.0], dtype=torch.float64),
+                 lr_mu=0.5, lr_sigma=2.0, sigma_prior=0.2, memory_window=10.0, clamp_grad=1.0, mu_prior=0.1)
+    # bound = 1/0.1 = 10: no clip. N sigma_p^2 = 0.4
+    d_mu = 0.5 * (-0.01 * 2.0 + 0.01 * (0.1 - 0.3) / 0.4)
+    d_sigma = 0.5 * 2.0 * (-0.01 * 4.0 + 0.1 * (0.04 - 0.01) / 0.4)
+    assert mu.item() == pytest.approx(0.3 + d_mu, abs=1e-14)
+    assert sigma.item() == pytest.approx(0.1 + d_sigma, abs=1e-14)
+
+
+def test_gradients_are_clipped_to_clamp_over_sigma():
+    mu, sigma = torch.tensor([0.0, 0.0], dtype=torch.float64), torch.tensor([0.5, -0.5], dtype=torch.float64)
+    g = torch.tensor([100.0, -100.0], dtype=torch.float64)
+    mesu_update_(mu, sigma, g, torch.zeros(2, dtype=torch.float64), lr_mu=1.0, lr_sigma=1.0, sigma_prior=0.5,
+                 memory_window=1e300, clamp_grad=0.2)
+    # |g| clipped to 0.2/|sigma| = 0.4: Delta mu = -sigma^2 * (+-0.4) = -+0.1
+    assert mu.tolist() == pytest.approx([-0.1, 0.1], abs=1e-12)
+
+
+def test_prior_is_a_fixed_point_without_data():
+    mu, sigma = torch.full((3,), 0.2), torch.full((3,), 0.7)
+    mesu_update_(mu, sigma, torch.zeros(3), torch.zeros(3), lr_mu=3.0, lr_sigma=3.0, sigma_prior=0.7,
+                 memory_window=5.0, clamp_grad=1.0, mu_prior=0.2)
+    assert torch.equal(mu, torch.full((3,), 0.2)) and torch.allclose(sigma, torch.full((3,), 0.7))
+
+
+def test_forgetting_relaxes_towards_prior():
+    mu, sigma = torch.tensor([1.0]), torch.tensor([0.1])
+    for _ in range(2000):
+        mesu_update_(mu, sigma, torch.zeros(1), torch.zeros(1), lr_mu=1.0, lr_sigma=1.0, sigma_prior=0.5,
+                     memory_window=20.0, clamp_grad=1.0)
+    assert abs(mu.item()) < 0.5 and sigma.item() > 0.2
+
+
+def test_optimizer_pairs_and_validation():
+    mu = torch.nn.Parameter(torch.tensor([0.3]))
+    sigma = torch.nn.Parameter(torch.tensor([0.1]))
+    opt = MESU([(mu, sigma)], lr_mu=0.5, lr_sigma=2.0, sigma_prior=0.2, memory_window=10.0, clamp_grad=1.0)
+    mu.grad, sigma.grad = torch.tensor([2.0]), None  # a missing sigma gradient counts as 0
+    opt.step()
+    assert mu.item() == pytest.approx(0.3 + 0.5 * (-0.01 * 2.0 + 0.01 * (0.0 - 0.3) / 0.4), rel=1e-6)
+    assert sigma.item() == pytest.approx(0.1 + (0.1 * (0.04 - 0.01) / 0.4), rel=1e-6)
+    for kwargs, name in [(dict(lr_mu=0.0), "lr_mu"), (dict(lr_sigma=-1.0), "lr_sigma"),
+                         (dict(sigma_prior=0.0), "sigma_prior"), (dict(memory_window=0.0), "memory_window"),
+                         (dict(clamp_grad=-1.0), "clamp_grad"), (dict(mu_prior=math.inf), "mu_prior")]:
+        with pytest.raises(ValueError, match=name):
+            MESU([(mu, sigma)], **kwargs)
+    with pytest.raises(ValueError, match="pairs"):
+        MESU([(mu, torch.nn.Parameter(torch.zeros(2)))])
