@@ -17,6 +17,7 @@ resumed.
 
 from __future__ import annotations
 
+import importlib
 import math
 import sys
 import time
@@ -338,8 +339,7 @@ def make_method(config: RunConfig, sizes: Sequence[int], seed: int, hparams: dic
     if config.engine != "torch":
         supports = create_fused = None
         try:
-            import bimu.engine as engine
-
+            engine = importlib.import_module("bimu.engine")
             supports, create_fused = engine.supports, engine.create_fused
         except (ImportError, AttributeError) as e:
             if config.engine == "fused":
