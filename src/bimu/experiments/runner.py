@@ -209,7 +209,14 @@ def run_stream(benchmark, method, schedule: EvalSchedule | None = None, *, seed:
         chunk = 256
         online_correct, asked = 0, 0
         t0 = time.perf_counter()
-        if learner is None:
+        if learner is None and batch_size == 1 and hasattr(method, "learn_many"):
+            # the fused engine runs a whole chunk of batch-size-1 steps in one compiled call
+            # (identical to calling learn once per example)
+            chunk = 4096
+            for i in range(0, steps, chunk):
+                method.learn_many(x[i:i + chunk], y[i:i + chunk])
+                bar.update(min(chunk, steps - i))
+        elif learner is None:
             learn = method.learn
             for i in range(0, steps, chunk):
                 for xb, yb in zip(xs[i:i + chunk], ys[i:i + chunk]):
