@@ -110,7 +110,10 @@ def validation_split(train: Sequence, fraction: float = 0.2, seed: int = 0):
         held = np.zeros(len(y), dtype=bool)
         for c in np.unique(y):
             idx = rng.permutation(np.flatnonzero(y == c))
-            held[idx[: int(round(fraction * idx.size))]] = True
+            n_hold = int(round(fraction * idx.size))
+            if n_hold == 0 and idx.size >= 2:
+                n_hold = 1  # every class with two or more examples appears in the validation set
+            held[idx[:n_hold]] = True
         new_train.append((X[~held], y[~held]))
         val.append((X[held], y[held]))
     return new_train, val
@@ -254,11 +257,12 @@ def openloris(data_dir=None, n_features: int | None = 8192, feature_seed: int = 
 
 def animals(data_dir=None, n_features: int | None = None, feature_seed: int = 0, data_seed: int = 0,
             backbone="efficientnet-lite0", resolution: int | None = None, cache_dir=None,
-            split: str = "test", rare_threshold: int = 200, test_per_class: int = 50) -> ArrayBenchmark:
-    """The real Kaggle Animals folder, the paper's 20 classes; see :mod:`bimu.data.animals`."""
+            split: str = "test", rare_threshold: int = 200, test_per_class: int = 50,
+            classes=None) -> ArrayBenchmark:
+    """The real Kaggle Animals folder, the paper's 20 classes (or ``classes``); see :mod:`bimu.data.animals`."""
     from bimu.data.animals import animals_plan
 
-    plan = animals_plan(data_dir, test_per_class=test_per_class, seed=data_seed)
+    plan = animals_plan(data_dir, test_per_class=test_per_class, seed=data_seed, classes=classes)
     ex = _Extractor(backbone, resolution, cache_dir, n_features, feature_seed)
     Xs, ys, Xt, yt = [], [], [], []
     for c in range(len(plan["classes"])):
