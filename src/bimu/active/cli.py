@@ -96,7 +96,8 @@ def _sweep(args) -> int:
         score, _, values = item.partition("=")
         grids[score] = [float(v) for v in values.split(",") if v]
     rows = sweep(bench, args.method, args.scores, args.thresholds, grids, args.seeds, args.mc_samples, preset,
-                 hp, args.jobs, args.standardize, log=lambda s: print(s, flush=True))
+                 hp, args.jobs, args.standardize, log=lambda s: print(s, flush=True),
+                 baseline=not args.no_baseline)
     tag = " (STAND-IN)" if bench.is_standin else ""
     res = write_sweep(rows, args.out, title=f"{bench.name}{tag}, {args.method}, K={args.mc_samples}")
     print(json.dumps(res["savings"], default=float))
@@ -114,6 +115,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--grid", nargs="*", default=[], metavar="SCORE=V1,V2", help="per-score thresholds")
     p.add_argument("--mc-samples", type=int, default=10)
     p.add_argument("--jobs", type=int, default=1, help="parallel runs (processes)")
+    p.add_argument("--no-baseline", action="store_true", help="skip the 100%%-update baseline run")
     p.add_argument("--out", required=True, help="output folder")
     p.set_defaults(func=_sweep)
     r = subparsers.add_parser("run-active", help="one active stream over a feature benchmark")

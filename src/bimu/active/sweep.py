@@ -178,12 +178,12 @@ def _worker(args):
 def sweep(benchmark, method: str = "bimu", scores: Sequence[str] = ("vr",), thresholds=None, grids=None,
           seeds: Iterable[int] = (0,), mc_samples: int = 10, preset: str | None = None,
           hparams: Mapping | None = None, jobs: int = 1, standardize: bool = False,
-          log=None) -> list[dict]:
+          log=None, baseline: bool = True) -> list[dict]:
     """Run every (score, threshold) pair and the 100% baseline for each seed; returns one row per run."""
     global _WORKER_BENCH
     tasks = [dict(method=method, strategy=s, threshold=th, mc_samples=mc_samples, seed=int(seed),
                   preset=preset, hparams=dict(hparams or {}), standardize=standardize)
-             for seed in seeds for s, th in sweep_configs(scores, thresholds, grids)]
+             for seed in seeds for s, th in sweep_configs(scores, thresholds, grids, baseline)]
     _WORKER_BENCH = benchmark
     rows = []
     if jobs > 1:
@@ -280,8 +280,9 @@ def write_sweep(rows: Sequence[Mapping], out: str | os.PathLike, title: str = ""
 def markdown_table(agg, savings, title="", tolerance=0.01) -> str:
     """Markdown: accuracy (overall / rare / frequent) and queried fraction per (score, threshold)."""
     lines = [f"# {title}" if title else "# Threshold sweep", "",
-             "| score | threshold | queried % | accuracy % | rare % | frequent % | seeds |",
-             "|---|---|---|---|---|---|---|"]
+             "| score | threshold | queried % | accuracy % | rare % | frequent % | queries in 1st / last "
+             "task quarter % | seeds |",
+             "|---|---|---|---|---|---|---|---|"]
 
     def f(a, k):
         v = a.get(k)
@@ -294,8 +295,10 @@ def markdown_table(agg, savings, title="", tolerance=0.01) -> str:
     for a in order:
         th = "100% baseline" if a["score"] == "all" else f"{a['threshold']:g}"
         name = a["score"] + (" (ORACLE)" if a["score"] == "vr-true" else "")
+        quarters = (f"{100 * a['first_quarter_share']:.1f} / {100 * a['last_quarter_share']:.1f}"
+                    if "first_quarter_share" in a else "-")
         lines.append(f"| {name} | {th} | {f(a, 'query_fraction')} | {f(a, 'accuracy')} | "
-                     f"{f(a, 'rare_accuracy')} | {f(a, 'frequent_accuracy')} | {a['n_seeds']} |")
+                     f"{f(a, 'rare_accuracy')} | {f(a, 'frequent_accuracy')} | {quarters} | {a['n_seeds']} |")
     if savings:
         lines += ["", f"Updates saved at matched accuracy (within {100 * tolerance:g} point of the 100% baseline):",
                   "", "| score | threshold | queried % | accuracy % | updates saved |", "|---|---|---|---|---|"]
