@@ -1,0 +1,113 @@
+"""Per-run accounting of an active stream: labels, backward passes, weight writes, forward passes.
+
+:class:`Accounting` also keeps the query decision of every example (and its task) so that the query
+fraction over time and the paper's querying-dynamics table (share of a task's updates in its first
+quarter, middle half and last quarter) can be computed.
+
+>>> a = Accounting()
+>>> for asked in [1, 1, 0, 0, 1, 0, 0, 0]:
+...     a.record_prediction(bool(asked), forward_passes=10, task=0)
+>>> a.record_update(); a.record_update(); a.record_update()
+>>> d = a.as_dict(); d["labels_queried"], d["forward_passes"], d["examples_seen"], d["query_fraction"]
+(3, 80, 8, 0.375)
+>>> a.task_quarters()[0]["first_quarter"], a.task_quarters()[0]["last_quarter"]
+(0.6666666666666666, 0.0)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class Accounting:
+    """Counters of one active run, and the per-example query record."""
+
+    def __init__(self):
+        self.labels_queried = 0
+        self.backward_passes = 0
+        self.weight_writes = 0
+        self.forward_passes = 0
+        self.examples_seen = 0
+        self._asked: list[bool] = []
+        self._task: list[int] = []
+
+    def record_prediction(self, asked: bool, forward_passes: int, task: int | None = None) -> None:
+        """One example went through ``predict_one`` (``forward_passes`` MC forward passes)."""
+        self.examples_seen += 1
+        self.forward_passes += int(forward_passes)
+        self._asked.append(bool(asked))
+        self._task.append(-1 if task is None else int(task))
+
+    def record_update(self) -> None:
+        """One label was given and one update (one backward pass, one weight write) was applied."""
+        self.labels_queried += 1
+        self.backward_passes += 1
+        self.weight_writes += 1
+
+    def record_unpredicted_update(self, task: int | None = None) -> None:
+        """An update on an example that did not go through ``predict_one`` (full-stream training)."""
+        self.examples_seen += 1
+        self._asked.append(True)
+        self._task.append(-1 if task is None else int(task))
+        self.record_update()
+
+    @property
+    def query_fraction(self) -> float:
+        """Labels queried / examples seen (0 before any example)."""
+        return self.labels_queried / self.examples_seen if self.examples_seen else 0.0
+
+    @property
+    def asked(self) -> np.ndarray:
+        """Query decision of every example, in stream order (bool)."""
+        return np.asarray(self._asked, dtype=bool)
+
+    def query_fraction_series(self, window: int | None = None) -> np.ndarray:
+        """Cumulative query fraction after each example, or the moving fraction over ``window`` examples."""
+        asked = self.asked.astype(np.float64)
+        if asked.size == 0:
+            return asked
+        if window is None:
+            return np.cumsum(asked) / np.arange(1, asked.size + 1)
+        window = int(window)
+        if window < 1:
+            raise ValueError(f"window must be >= 1, got {window}")
+        c = np.concatenate([[0.0], np.cumsum(asked)])
+        idx = np.arange(1, asked.size + 1)
+        lo = np.maximum(idx - window, 0)
+        return (c[idx] - c[lo]) / (idx - lo)
+
+    def task_quarters(self) -> dict[int, dict[str, float]]:
+        """Per task: queried fraction and the share of its queries in the first quarter (0-24% of
+        the task's examples), the middle (25-74%) and the last quarter (75-99%), as in the paper's
+        querying-dynamics table."""
+        asked, tasks = self.asked, np.asarray(self._task)
+        out = {}
+        for t in sorted(set(tasks.tolist())):
+            a = asked[tasks == t]
+            n = a.size
+            pos = np.floor(np.arange(n) * 100 / n)  # percentile bucket 0..99
+            total = int(a.sum())
+
+            def share(mask):
+                return float(a[mask].sum() / total) if total else 0.0
+
+            out[t] = {
+                "examples": int(n),
+                "queried": total,
+                "query_fraction": total / n if n else 0.0,
+                "first_quarter": share(pos < 25),
+                "middle": share((pos >= 25) & (pos < 75)),
+                "last_quarter": share(pos >= 75),
+            }
+        return out
+
+    def as_dict(self) -> dict:
+        """The counters and the overall query fraction."""
+        return {
+            "labels_queried": self.labels_queried,
+            "backward_passes": self.backward_passes,
+            "weight_writes": self.weight_writes,
+            "forward_passes": self.forward_passes,
+            "examples_seen": self.examples_seen,
+            "query_fraction": self.query_fraction,
+        }

@@ -1,0 +1,202 @@
+"""Acquisition functions and the streaming active learner (river-style ``predict_one``/``learn_one``).
+
+>>> import torch
+>>> from bimu.methods import create_method
+>>> m = create_method("bimu", [4, 3], seed=0, preset="pmnist-100")
+>>> learner = ActiveLearner(m, make_acquisition("vr", threshold=0.1, mc_samples=10))
+>>> pred, ask = learner.predict_one(torch.randn(1, 4))
+>>> if ask:
+...     learner.learn_one(torch.randn(1, 4), torch.tensor([1]))
+>>> acc = learner.accounting; acc["examples_seen"], acc["forward_passes"], acc["labels_queried"] == int(ask)
+(1, 10, True)
+>>> make_acquisition("bald", threshold=0.1)
+Traceback (most recent call last):
+...
+ValueError: unknown acquisition strategy 'bald'; available: ['aleatoric', 'all', 'entropy', 'epistemic', 'random', 'vr', 'vr-true'] (aliases: [...])
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from bimu.active.accounting import Accounting
+from bimu.active.budget import BudgetController
+from bimu.active.scores import SCORES, canonical_score, dissent_count, score_values
+from bimu.active.threshold import ThresholdRule, vote_threshold
+from bimu.methods.base import OnlineMethod
+
+
+class Acquisition:
+    """A query rule: a named score with a fixed threshold or the budget controller.
+
+    Build it with :func:`make_acquisition`. :meth:`decide` takes the MC probabilities of one example
+    (``[K, 1, C]``) and the counters, and returns ``(ask, score, tau)``.
+    """
+
+    def __init__(self, strategy: str, threshold: float | None = None, budget: float | None = None,
+                 budget_exponent: float = 0.5, mc_samples: int = 10, seed: int = 0):
+        self.strategy = canonical_score(strategy)
+        self.info = SCORES[self.strategy]
+        if int(mc_samples) < 1:
+            raise ValueError(f"mc_samples must be >= 1, got {mc_samples}")
+        self.mc_samples = int(mc_samples)
+        self.seed = int(seed)
+        self.threshold = None if threshold is None else float(threshold)
+        self.budget = None if budget is None else float(budget)
+        self.budget_exponent = float(budget_exponent)
+        self.rule = None
+        self.controller = None
+        self.probability = None
+        if self.strategy == "all":
+            if threshold is not None or budget is not None:
+                raise ValueError("strategy 'all' queries every example: give neither threshold nor budget")
+        elif self.strategy == "random":
+            if (threshold is None) == (budget is None):
+                raise ValueError("random querying needs exactly one of threshold or budget (the query "
+                                 "probability)")
+            p = self.threshold if budget is None else self.budget
+            if not 0.0 <= p <= 1.0:
+                raise ValueError(f"random query probability must be in [0, 1], got {p}")
+            self.probability = p
+            self.generator = torch.Generator().manual_seed(self.seed * 1_000_003 + 0x7A4D)
+        else:
+            if (threshold is None) == (budget is None):
+                raise ValueError(f"strategy {self.strategy!r} needs exactly one of threshold or budget")
+            if budget is not None:
+                if not self.info.discrete:
+                    raise ValueError(f"the budget controller quantises to the K vote levels; it needs a "
+                                     f"vote score ('vr' or 'vr-true'), not {self.strategy!r}")
+                self.controller = BudgetController(budget, budget_exponent, self.mc_samples)
+            else:
+                self.rule = ThresholdRule(threshold)
+
+    @property
+    def needs_labels(self) -> bool:
+        """True for the oracle VR-True: ``predict_one`` must then receive the label."""
+        return self.info.needs_labels
+
+    @property
+    def uses_samples(self) -> bool:
+        """Whether the decision reads the MC samples (False for 'random' and 'all')."""
+        return self.info.uses_samples
+
+    def decide(self, probs: torch.Tensor, queried: int, seen: int,
+               label: torch.Tensor | None = None) -> tuple[bool, float, float]:
+        """``(ask, score, tau)`` for one example; ``queried``/``seen`` feed the budget controller."""
+        if self.strategy == "all":
+            return True, math.nan, 0.0
+        if self.strategy == "random":
+            u = float(torch.rand((), generator=self.generator))
+            return u < self.probability, u, self.probability
+        if self.needs_labels and label is None:
+            raise ValueError("strategy 'vr-true' is an ORACLE: predict_one must receive the label y")
+        k = probs.shape[0]
+        if self.info.discrete:
+            dissent = int(dissent_count(probs, label if self.needs_labels else None)[0])
+            if self.controller is not None:
+                n = self.controller.vote_threshold(queried, seen)
+                return dissent >= n, dissent / k, n / k
+            return self.rule.ask_discrete(dissent, k), dissent / k, vote_threshold(self.rule.tau, k) / k
+        value = float(score_values(self.strategy, probs)[0])
+        return self.rule.ask_continuous(value), value, self.rule.tau
+
+    def describe(self) -> str:
+        """Short label such as ``vr@0.2``, ``vr budget=0.03^0.5``, ``random p=0.1``, ``all``."""
+        if self.strategy == "all":
+            return "all (100% updates)"
+        if self.strategy == "random":
+            return f"random p={self.probability:g}"
+        if self.controller is not None:
+            return f"{self.strategy} budget={self.budget:g} gamma={self.budget_exponent:g}"
+        return f"{self.strategy}@{self.threshold:g}"
+
+    def __repr__(self) -> str:
+        return f"Acquisition({self.describe()}, K={self.mc_samples})"
+
+
+def make_acquisition(strategy: str, threshold: float | None = None, budget: float | None = None,
+                     budget_exponent: float = 0.5, mc_samples: int = 10, seed: int = 0) -> Acquisition:
+    """Build a query rule (docs/contracts.md).
+
+    ``strategy``: ``vr`` (variation ratio), ``entropy`` (predictive), ``aleatoric``, ``epistemic``,
+    ``random`` (probability = ``budget`` or ``threshold``), ``vr-true`` (ORACLE, needs labels) or
+    ``all`` (every example). Give ``threshold`` for the one-pass fixed-threshold rule, or ``budget``
+    (and ``budget_exponent``) for the budget controller (vote scores only).
+    """
+    return Acquisition(strategy, threshold, budget, budget_exponent, mc_samples, seed)
+
+
+class ActiveLearner:
+    """Streaming active learner around any :class:`~bimu.methods.base.OnlineMethod`.
+
+    - ``predict_one(x[1, D], y=None) -> (prediction, ask)``: ``K`` hard-sample forward passes through
+      ``method.predict_proba(x, n_samples=K)`` (with the learner's own query generator, so evaluation
+      draws never change the stream); if not asked, ``method.observe_unlabelled(1)`` (no label, no
+      backward pass, no weight write). ``y`` is required only by the oracle ``vr-true``.
+    - ``learn_one(x, y)``: ``method.learn`` on the labelled example (one label, one backward pass,
+      one weight write). Call it only after ``predict_one`` asked, or without ``predict_one`` at all
+      (full-stream training).
+    - ``accounting``: dict of ``labels_queried, backward_passes, weight_writes, forward_passes,
+      examples_seen, query_fraction``; ``ledger`` holds the per-example record (time series).
+    """
+
+    def __init__(self, method: OnlineMethod, acquisition: Acquisition | None = None, seed: int | None = None):
+        if not isinstance(method, OnlineMethod):
+            raise TypeError(f"method must be an OnlineMethod, got {type(method).__name__}")
+        self.method = method
+        self.acquisition = acquisition if acquisition is not None else make_acquisition("all")
+        qseed = method.seed if seed is None else int(seed)
+        self.query_generator = torch.Generator().manual_seed(qseed * 7919 + 0xAC71)
+        self.ledger = Accounting()
+        self.task: int | None = None
+        self._pending: bool | None = None
+        self.last_score = math.nan
+        self.last_tau = math.nan
+
+    @property
+    def accounting(self) -> dict:
+        """Counters of this learner (see :class:`~bimu.active.accounting.Accounting`)."""
+        return self.ledger.as_dict()
+
+    def _as_row(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.as_tensor(x, dtype=torch.float32)
+        if x.dim() == 1:
+            x = x.unsqueeze(0)
+        if x.dim() != 2 or x.shape[0] != 1:
+            raise ValueError(f"predict_one/learn_one take one example [1, D], got {tuple(x.shape)}")
+        return x
+
+    def predict_one(self, x: torch.Tensor, y=None) -> tuple[int, bool]:
+        """Predict one example and decide whether to query its label."""
+        x = self._as_row(x)
+        self.method.check_batch(x)
+        k = self.acquisition.mc_samples
+        probs = self.method.predict_proba(x, n_samples=k, generator=self.query_generator)
+        prediction = int(torch.log(probs.clamp_min(1e-30)).mean(0).argmax(-1)[0])
+        label = None if y is None else torch.as_tensor(y, dtype=torch.int64).reshape(1)
+        ask, score, tau = self.acquisition.decide(probs, self.ledger.labels_queried, self.ledger.examples_seen,
+                                                  label)
+        self.last_score, self.last_tau = score, tau
+        self.ledger.record_prediction(ask, forward_passes=probs.shape[0], task=self.task)
+        if not ask:
+            self.method.observe_unlabelled(1)
+        self._pending = ask
+        return prediction, ask
+
+    def learn_one(self, x: torch.Tensor, y) -> None:
+        """Update on a labelled example (only if it was queried, or outside ``predict_one``)."""
+        if self._pending is False:
+            raise RuntimeError("learn_one called for an example that predict_one did not query")
+        x = self._as_row(x)
+        y = torch.as_tensor(y, dtype=torch.int64).reshape(1)
+        self.method.learn(x, y)
+        if self._pending:
+            self.ledger.record_update()
+        else:
+            self.ledger.record_unpredicted_update(self.task)
+        self._pending = None
+
+    def __repr__(self) -> str:
+        return f"ActiveLearner({type(self.method).__name__}, {self.acquisition!r})"

@@ -1,0 +1,90 @@
+"""The stream loop, the threshold sweep outputs and the CLI, on a tiny synthetic benchmark."""
+
+import argparse
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from bimu.active import cli
+from bimu.active.sweep import method_hparams, run_stream, sweep, sweep_configs, write_sweep
+from bimu.data.feature_benchmarks import ArrayBenchmark
+
+
+def toy_benchmark(n_tasks=2, n=60, d=16, c=3):
+    rng = np.random.default_rng(0)
+    centers = rng.normal(0, 1.5, size=(c, d))
+    train, test = [], []
+    for t in range(n_tasks):
+        y = rng.integers(0, c, n)
+        X = centers[y] + rng.normal(0, 1, size=(n, d)) + 0.3 * t
+        yt = np.repeat(np.arange(c), 10)
+        Xt = centers[yt] + rng.normal(0, 1, size=(len(yt), d)) + 0.3 * t
+        train.append((X.astype(np.float32), y))
+        test.append((Xt.astype(np.float32), yt))
+    return ArrayBenchmark("toy", train, test, rare_classes={2})
+
+
+HP = dict(lr=10.0, lr_max=0.05, likelihood_multiplier=10.0, kl_multiplier=0.5, memory_window=1000,
+          n_samples=4, n_eval_samples=4)
+
+
+def test_run_stream_accounting_and_determinism():
+    b = toy_benchmark()
+    r = run_stream(b, "bimu", "vr", threshold=0.2, mc_samples=6, seed=0, hparams=HP)
+    assert r["examples_seen"] == 120 and r["forward_passes"] == 6 * 120
+    assert r["labels_queried"] == r["backward_passes"] == r["weight_writes"]
+    assert r["query_fraction"] == r["labels_queried"] / 120
+    assert 0 <= r["accuracy"] <= 1 and not np.isnan(r["rare_accuracy"])
+    assert set(r["task_quarters"]) == {"0", "1"}
+    again = run_stream(b, "bimu", "vr", threshold=0.2, mc_samples=6, seed=0, hparams=HP)
+    assert again["accuracy"] == r["accuracy"] and again["labels_queried"] == r["labels_queried"]
+    full = run_stream(b, "bimu", "all", mc_samples=6, seed=0, hparams=HP)
+    assert full["query_fraction"] == 1.0 and full["backward_passes"] == 120 and full["forward_passes"] == 0
+    assert full["accuracy"] > 0.6  # the toy problem is learnable
+    budget = run_stream(b, "bimu", "vr", budget=0.1, mc_samples=6, seed=0, hparams=HP)
+    assert budget["budget_mode"] and budget["labels_queried"] > 0
+    std = run_stream(b, "bimu", "random", threshold=0.5, mc_samples=6, seed=0, hparams=HP, standardize=True)
+    assert 0.3 < std["query_fraction"] < 0.7
+
+
+def test_sweep_writes_table_and_plot(tmp_path):
+    b = toy_benchmark(n_tasks=1, n=40)
+    rows = sweep(b, "bimu", scores=["vr", "random"], grids={"vr": [0.1, 0.5], "random": [0.3]}, seeds=[0, 1],
+                 mc_samples=4, hparams=HP)
+    assert len(rows) == 2 * (1 + 2 + 1)
+    res = write_sweep(rows, tmp_path, title="toy")
+    for name in ("sweep.csv", "sweep.md", "sweep.json", "sweep.png"):
+        assert (tmp_path / name).stat().st_size > 0
+    with open(tmp_path / "sweep.csv") as fh:
+        table = list(csv.DictReader(fh))
+    assert len(table) == 8 and {r["score"] for r in table} == {"all", "vr", "random"}
+    md = (tmp_path / "sweep.md").read_text()
+    assert "100% baseline" in md and "Updates saved" in md
+    assert {a["score"] for a in res["aggregate"]} == {"all", "vr", "random"}
+    assert json.loads((tmp_path / "sweep.json").read_text())[0]["score"] == "all"
+
+
+def test_sweep_configs_and_presets():
+    cfg = sweep_configs(["vr", "random"], thresholds=[0.1, 0.2])
+    assert cfg == [("all", None), ("vr", 0.1), ("vr", 0.2), ("random", 0.1), ("random", 0.2)]
+    with pytest.raises(ValueError, match="unknown acquisition"):
+        sweep_configs(["bald"])
+    hp = method_hparams("bimu", "animals")
+    assert hp["lr"] == 5.8 and hp["memory_window"] == 4600 and hp["n_samples"] == 10
+    assert method_hparams("bimu", "openloris-8192-imbalanced", {"lr": 3})["lr"] == 3.0
+    with pytest.raises(ValueError, match="no preset"):
+        method_hparams("bimu", "cifar")
+
+
+def test_cli_parsers_and_errors():
+    p = argparse.ArgumentParser()
+    cli.add_parser(p.add_subparsers())
+    a = p.parse_args(["sweep-threshold", "animals-ti", "--scores", "vr", "random", "--thresholds", "0.1",
+                      "--out", "x"])
+    assert a.func is cli._sweep and a.scores == ["vr", "random"] and a.mc_samples == 10
+    a = p.parse_args(["run-active", "objects-ti", "--active", "vr", "--threshold", "0.2", "--mc-samples", "5"])
+    acq = cli.acquisition_from_args(a)
+    assert acq.describe() == "vr@0.2" and acq.mc_samples == 5
+    assert cli.main(["run-active", "animals-ti", "--active", "bald", "--threshold", "0.1"]) == 2
