@@ -38,7 +38,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("benchmark", help="benchmark name (e.g. pmnist)")
     g = p.add_argument_group("stream and method")
     g.add_argument("--method", default=_S, help="method name (default bimu)")
-    g.add_argument("--tasks", type=int, default=_S, help="number of tasks (default 10)")
+    g.add_argument("--tasks", type=int, default=_S, help="number of tasks (default: all of a fixed benchmark's tasks; 10 for pmnist)")
     g.add_argument("--seeds", type=int, nargs="+", default=_S, help="seeds, one run directory each (default 0)")
     g.add_argument("--hidden", type=int, nargs="*", default=_S,
                    help="hidden widths (default: the benchmark's, 100 for pmnist); no value: a linear head")

@@ -30,16 +30,6 @@ from bimu.data.features import StreamingStandardizer, atomic_write_text
 from bimu.data.imbalance import split_accuracy
 from bimu.methods import create_method, get_method
 
-PAPER_PRESETS = {
-    # Appendix, "Baseline hyperparameter configurations for the Animals Detection dataset".
-    "animals": dict(lr=5.8, lr_max=0.054, likelihood_multiplier=14.0, kl_multiplier=0.16, memory_window=4600,
-                    n_samples=10, n_eval_samples=10),
-    # Appendix, "Hyperparameters ... OpenLORIS-Object ... imbalanced training set with 8,192 features".
-    "openloris-8192-imbalanced": dict(lr=48.7, lr_max=0.065, likelihood_multiplier=16.7, kl_multiplier=0.53,
-                                      memory_window=1600, n_samples=10, n_eval_samples=10),
-}
-"""BiMU presets of the paper's active-learning tables, used when the method class lacks them."""
-
 DEFAULT_GRIDS = {
     "vr": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6],
     "vr-true": [0.1, 0.3, 0.5, 0.7, 0.9],
@@ -52,19 +42,8 @@ DEFAULT_GRIDS = {
 
 
 def method_hparams(method: str, preset: str | None, overrides: Mapping | None = None) -> dict:
-    """Resolve hyperparameters: the method's own preset if it has it, else :data:`PAPER_PRESETS`."""
-    cls = get_method(method)
-    layers: dict = {}
-    use_preset = None
-    if preset is not None:
-        if preset in cls.presets:
-            use_preset = preset
-        elif method == "bimu" and preset in PAPER_PRESETS:
-            layers.update(PAPER_PRESETS[preset])
-        else:
-            raise ValueError(f"method {method!r} has no preset {preset!r}; known: {sorted(cls.presets)}")
-    layers.update(overrides or {})
-    return cls.resolve_hyperparameters(layers, preset=use_preset)
+    """Resolve hyperparameters: defaults, then the method's paper ``preset``, then ``overrides``."""
+    return get_method(method).resolve_hyperparameters(dict(overrides or {}), preset=preset)
 
 
 def evaluate(method, benchmark, mc_samples: int | None = None, batch: int = 512,

@@ -292,3 +292,20 @@ def get_feature_benchmark(name: str, data_dir=None, **options) -> ArrayBenchmark
     if name not in BENCHMARKS:
         raise ValueError(f"unknown benchmark {name!r}; available: {sorted(BENCHMARKS)}")
     return BENCHMARKS[name](data_dir=data_dir, **options)
+
+
+def _register() -> None:
+    from bimu.data.benchmarks import register_benchmark
+
+    descriptions = {
+        "animals-ti": "STAND-IN for imbalanced Animals (Tiny-ImageNet animals, EfficientNet-Lite0 features)",
+        "objects-ti": "STAND-IN for imbalanced OpenLORIS-Object (Tiny-ImageNet objects x 12 nuisance tasks)",
+        "openloris": "OpenLORIS-Object, sequential factors protocol (real data; needs the dataset folder)",
+        "animals": "Kaggle Animals, the paper's 20 imbalanced classes (real data; needs the dataset folder)",
+    }
+    for name, factory in BENCHMARKS.items():
+        register_benchmark(name, factory, default_hidden=(), preset=PRESET_KEYS[name],
+                           description=descriptions[name])
+
+
+_register()

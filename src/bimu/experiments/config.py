@@ -97,7 +97,8 @@ class RunConfig:
 
     Attributes (all validated):
         benchmark, method: registered names.
-        tasks: number of tasks in the stream.
+        tasks: number of tasks in the stream (``None``: all of a fixed benchmark's tasks; 10 for
+            streams of configurable length such as ``pmnist``).
         seeds: one run (and run directory) per seed.
         hidden: hidden widths (``None``: the benchmark's default, ``()``: a single linear layer).
         preset: ``"auto"``, ``"none"`` or a method preset key.
@@ -116,7 +117,7 @@ class RunConfig:
 
     benchmark: str = "pmnist"
     method: str = "bimu"
-    tasks: int = 10
+    tasks: int | None = None
     seeds: tuple[int, ...] = (0,)
     hidden: tuple[int, ...] | None = None
     preset: str = "auto"
@@ -154,7 +155,7 @@ class RunConfig:
         opt_pos = (lambda v: v is None or v >= 1, ">= 1 or none")
         return {
             "benchmark": (_str, None), "method": (_str, None),
-            "tasks": (_int, pos), "seeds": (_tuple(_int), (lambda v: len(v) >= 1 and len(set(v)) == len(v)
+            "tasks": (_opt(_int), opt_pos), "seeds": (_tuple(_int), (lambda v: len(v) >= 1 and len(set(v)) == len(v)
                                                           and all(s >= 0 for s in v),
                                                           "a non-empty list of distinct seeds >= 0")),
             "hidden": (_opt(_tuple(_int)), (lambda v: v is None or all(h >= 1 for h in v), "widths >= 1")),

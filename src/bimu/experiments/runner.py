@@ -322,18 +322,23 @@ def summarize(R: np.ndarray, records: Sequence[dict[str, Any]]) -> dict[str, Any
 
 
 # --------------------------------------------------------------------------------- building blocks
+DEFAULT_STREAM_TASKS = 10
+"""Tasks of a configurable-length stream (``pmnist``) when the config does not say."""
+
+
 def make_benchmark(config: RunConfig, seed: int):
     """The configured benchmark for ``seed`` (the run seed, train/test limits passed if accepted)."""
     from bimu.data.benchmarks import benchmark_entry
 
     entry = benchmark_entry(config.benchmark)
     opts: dict[str, Any] = {}
-    for key, value in (("n_tasks", config.tasks), ("seed", seed), ("train_limit", config.train_limit),
+    n_tasks = config.tasks if config.tasks is not None else DEFAULT_STREAM_TASKS
+    for key, value in (("n_tasks", n_tasks), ("seed", seed), ("train_limit", config.train_limit),
                        ("test_limit", config.test_limit)):
         if entry.accepts(key):
             opts[key] = value
     bench = entry.factory(data_dir=config.data_dir, **opts)
-    if getattr(bench, "n_tasks", config.tasks) < config.tasks:
+    if config.tasks is not None and getattr(bench, "n_tasks", config.tasks) < config.tasks:
         raise ValueError(f"config 'tasks': benchmark {config.benchmark!r} has only {bench.n_tasks} tasks, "
                          f"asked for {config.tasks}")
     return bench
@@ -430,7 +435,7 @@ def _run_locked(config, seed, rd, bench, method, engine, learner, resolved, pres
     rd.write_json(CONFIG, resolved)
     rd.write_json(ENVIRONMENT, environment_info(seed, {"engine": engine, "threads": config.threads,
                                                        "resumed": rd.exists("checkpoint.pt")}))
-    result = run_stream(bench, method, config.schedule, seed=seed, n_tasks=config.tasks, run_dir=rd,
+    result = run_stream(bench, method, config.schedule, seed=seed, n_tasks=config.tasks or bench.n_tasks, run_dir=rd,
                         progress=progress, learner=learner, batch_size=config.batch_size,
                         eval_batch_size=config.eval_batch_size, eval_samples=config.eval_samples,
                         ood=config.ood, ood_every=config.ood_every, ood_scores=config.ood_scores,

@@ -75,6 +75,14 @@ class BiMUMethod(OnlineMethod):
                                 memory_window=6900, n_samples=10, n_eval_samples=10),
         "openloris-8192": dict(lr=33.2, lr_max=0.08, likelihood_multiplier=187.8, kl_multiplier=1.5,
                                memory_window=6700, n_samples=10, n_eval_samples=10),
+        "openloris-1024": dict(lr=0.87, lr_max=0.092, likelihood_multiplier=27.26, kl_multiplier=1.6,
+                               memory_window=8900, n_samples=10, n_eval_samples=10),
+        # Appendix, "Hyperparameters ... OpenLORIS-Object ... imbalanced training set with 8,192 features".
+        "openloris-8192-imbalanced": dict(lr=48.7, lr_max=0.065, likelihood_multiplier=16.7, kl_multiplier=0.53,
+                                          memory_window=1600, n_samples=10, n_eval_samples=10),
+        # Appendix, "Baseline hyperparameter configurations for the Animals Detection dataset".
+        "animals": dict(lr=5.8, lr_max=0.054, likelihood_multiplier=14.0, kl_multiplier=0.16, memory_window=4600,
+                        n_samples=10, n_eval_samples=10),
     }
 
     def _build(self, generator: torch.Generator) -> None:
