@@ -196,6 +196,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 # ------------------------------------------------------------------------------- parser
+REPRODUCTIONS: dict[str, str] = {
+    "compute-cost": "compute-cost",
+}
+"""``bimu reproduce NAME`` -> the subcommand that regenerates it (the compute-cost appendix table)."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full ``bimu`` argument parser (including subcommands from :data:`COMMAND_MODULES`)."""
     parser = argparse.ArgumentParser(
@@ -271,6 +277,14 @@ def build_parser() -> argparse.ArgumentParser:
             raise
         if hasattr(m, "add_parser"):
             m.add_parser(sub)
+
+    r = sub.add_parser("reproduce", help="regenerate a table or figure of the paper",
+                       description="Regenerate one of the paper's tables or figures. Available: "
+                                   + ", ".join(f"{k} (= bimu {v})" for k, v in REPRODUCTIONS.items())
+                                   + ". Options after the name go to that command.")
+    r.add_argument("name", choices=sorted(REPRODUCTIONS), help="what to reproduce")
+    r.add_argument("options", nargs=argparse.REMAINDER, help="options of the underlying command")
+    r.set_defaults(func=lambda a: main([REPRODUCTIONS[a.name], *a.options]))
     return parser
 
 
