@@ -106,13 +106,14 @@ def group_stats(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "bwt": [x["bwt"] for x in s],
         "first_task_acc": [x["first_task_acc"] for x in s],
         "steps_per_s": [x["steps_per_s"] for x in s],
+        "queried": [(x.get("active") or {}).get("query_fraction") for x in s],
     }
 
 
 def markdown_table(groups: dict[tuple, list[dict[str, Any]]], paper: bool = True) -> str:
     """The paper-style markdown table (accuracies in %, mean ± std over seeds)."""
     head = ["benchmark", "method", "hidden", "seeds", "last-k acc (%)", "AUC epi", "AUC alea", "AUC VR",
-            "MMRR", "MMRR (seed-avg)", "BWT (%)", "1st task (%)", "steps/s"]
+            "MMRR", "MMRR (seed-avg)", "BWT (%)", "1st task (%)", "queried (%)", "steps/s"]
     if paper:
         head += ["paper last-5", "paper AUC", "paper MMRR", "paper 1-task"]
     rows = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
@@ -126,7 +127,9 @@ def markdown_table(groups: dict[tuple, list[dict[str, Any]]], paper: bool = True
                  fmt_pm(st["last_k_acc"], 100) + ("" if st["last_k"] == 5 else f" (last {st['last_k']})"),
                  fmt_pm(st["auc_epistemic"], 1, 3), fmt_pm(st["auc_aleatoric"], 1, 3), fmt_pm(st["auc_vr"], 1, 3),
                  fmt_pm(st["mmrr"]), "-" if st["mmrr_seed_avg"] is None else f"{st['mmrr_seed_avg']:.2f}",
-                 fmt_pm(st["bwt"], 100), fmt_pm(st["first_task_acc"], 100), fmt_pm(st["steps_per_s"], 1, 0)]
+                 fmt_pm(st["bwt"], 100), fmt_pm(st["first_task_acc"], 100),
+                 fmt_pm(st["queried"], 100) if active else "100",
+                 fmt_pm(st["steps_per_s"], 1, 0)]
         if paper:
             ref = PAPER_TABLE1.get(_ALIASES.get(method, method)) if bench == "pmnist" and hidden == (100,) else None
             if ref:
