@@ -192,12 +192,13 @@ def test_supports_and_bad_inputs():
 
 
 def test_public_objects_have_docstrings():
+    import bimu.engine.fastpath as fastpath
     import bimu.engine.fused as fused
     import bimu.engine.kernels as kernels
     import bimu.engine.rng as rng
 
     missing = []
-    for mod in (engine, fused, kernels, rng):
+    for mod in (engine, fastpath, fused, kernels, rng):
         assert mod.__doc__, mod.__name__
         for name, obj in vars(mod).items():
             if name.startswith("_") or getattr(obj, "__module__", mod.__name__) != mod.__name__:

@@ -23,7 +23,7 @@ import numba
 import numpy as np
 import torch
 
-from bimu.engine import kernels
+from bimu.engine import fastpath, kernels
 from bimu.engine.rng import EVAL_STREAM, TRAIN_STREAM, derive_key, uniforms_from_counters
 from bimu.methods.base import SCORE_NAMES, Hyperparameter, MethodInfo, OnlineMethod, positive
 from bimu.methods.bimu import BiMUMethod
@@ -148,6 +148,15 @@ class _FusedBase(OnlineMethod):
     # ----------------------------------------------------------------- learning
     def _run(self, xn: np.ndarray, yn: np.ndarray, n_steps: int, batch: int) -> int:
         self._set_threads()
+        if batch == 1 and self._hp[6] == 1:  # the specialised kernel: batch size 1, temperature 1
+            if getattr(self, "_scratch", None) is None:
+                self._scratch = fastpath.make_scratch(self.sizes, self.K, numba.config.NUMBA_NUM_THREADS,
+                                                      self.dtype)
+            applied = fastpath.train_steps_b1(xn.reshape(n_steps, -1), yn, n_steps, self.lam, self.prior, self.W,
+                                              self._sizes, self._poff, self._cfg, self._hp, self.train_key,
+                                              self.train_step, self.threads, *self._scratch)
+            self.train_step += n_steps
+            return int(applied)
         applied = kernels.train_steps(xn, yn, n_steps, batch, self.lam, self.prior, self.W, self._sizes,
                                       self._poff, self._cfg, self._hp, self.train_key, self.train_step)
         self.train_step += n_steps
@@ -190,7 +199,15 @@ class _FusedBase(OnlineMethod):
         xn, _ = self._as_inputs(x)
         key, cbase = self._eval_stream(n, generator)
         self._set_threads()
-        return kernels.hard_logits(xn, self.lam, self._sizes, self._poff, self._cfg, self._hp, n, key, cbase)
+        W = np.empty(n * self.n_params, dtype=self.dtype)
+        kernels.sample_weights(self.lam, W, self._sizes, self._poff, n, key, cbase, True, self._hp[6])
+        B = xn.shape[0]
+        Xp = np.zeros(((B + 3) // 4 * 4, xn.shape[1]), dtype=self.dtype)
+        Xp[:B] = xn
+        out = np.empty((n, B, self.sizes[-1]), dtype=self.dtype)
+        fastpath.hard_forward(Xp, B, W, self._sizes, self._poff, self._cfg, self._hp, n, self.threads,
+                              numba.config.NUMBA_NUM_THREADS, out)
+        return out
 
     def _predict_logits(self, x: torch.Tensor, n_samples: int, generator: torch.Generator) -> torch.Tensor:
         gen = None if generator is self.eval_generator else generator
