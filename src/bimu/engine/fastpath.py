@@ -29,13 +29,11 @@ from bimu.engine.kernels import (
     ACT_RBG,
     KIND_BIMU,
     _act_grad,
-    _hard_row,
-    _hash,
+    _h32,
     _layer_norm_act,
-    _u_hi,
-    _u_lo,
+    _row_key,
+    _u32,
     as_like,
-    dot8,
     fexp,
 )
 
@@ -47,7 +45,7 @@ ROWS_PER_TASK = 10
 
 @njit(**_OPTS)
 def row_step(lam, prior, W, G, e0, wb, kstride, n, K, c, inp, ioff, istride, have_g, update, sample, kind, hp,
-             key, cbase, bt, zout, zoff, znext, xnext, do_next):
+             key, step, bt, zout, zoff, znext, xnext, do_next):
     """All the per-step work on one weight row ``lam[e0:e0+n]`` (samples at ``W[wb + k*kstride + i]``).
 
     1. unless ``have_g``: ``G[e0+i] = sum_k (c[k] * inp[ioff + k*istride + i]) * (1 - w_k^2)``
@@ -55,8 +53,8 @@ def row_step(lam, prior, W, G, e0, wb, kstride, n, K, c, inp, ioff, istride, hav
     2. if ``update``: the BiMU (``kind`` 0) or BayesBiNN (1) update of the row, reading
        ``b = exp(-2 |lambda|)`` from ``bt[e0 + i]`` and writing that of the new lambda there (``bt``
        must hold ``exp(-2 |lam|)`` for the whole row on entry: one exp per parameter and step);
-    3. if ``sample``: the K relaxed samples of the next step (T = 1) from counters ``cbase`` (layout
-       of :mod:`bimu.engine.rng`);
+    3. if ``sample``: the K relaxed samples (T = 1) of training step ``step`` (uniforms of
+       :func:`bimu.engine.rng.relaxed_uniforms`);
     4. if ``do_next``: ``zout[zoff + k*znext] = dot(W_k row, xnext)`` for each k.
     """
     one = as_like(1.0, lam[e0])
@@ -110,35 +108,16 @@ def row_step(lam, prior, W, G, e0, wb, kstride, n, K, c, inp, ioff, istride, hav
                 b_[i] = fexp(m2 * abs(ln))
     if not sample:
         return
-    kh = (K + 1) // 2
-    ukh = np.uint64(kh)
-    for m in range(kh):
-        k0 = 2 * m
-        start = cbase + np.uint64(e0) * ukh + np.uint64(m)
-        wo = wb + k0 * kstride
-        w0_ = W[wo:wo + n]
-        if k0 + 1 < K:
-            w1_ = W[wo + kstride:wo + kstride + n]
-            for i in range(n):
-                h = _hash(key, start + np.uint64(i) * ukh)
-                b = b_[i]
-                pos = lr_[i] >= 0
-                p = b if pos else one
-                q = (one - b) if pos else (b - one)
-                ob = one + b
-                u = _u_hi(h, one)
-                w0_[i] = (u * ob - p) / (p + u * q)
-                u1 = _u_lo(h, one)
-                w1_[i] = (u1 * ob - p) / (p + u1 * q)
-        else:
-            for i in range(n):
-                h = _hash(key, start + np.uint64(i) * ukh)
-                b = b_[i]
-                pos = lr_[i] >= 0
-                p = b if pos else one
-                q = (one - b) if pos else (b - one)
-                u = _u_hi(h, one)
-                w0_[i] = (u * (one + b) - p) / (p + u * q)
+    rlo, rhi = _row_key(key, step, lam.shape[0], e0)
+    for k in range(K):
+        w_ = W[wb + k * kstride:wb + k * kstride + n]
+        for i in range(n):
+            u = _u32(_h32(rlo, rhi, np.uint32(i * K + k)), one)
+            b = b_[i]
+            pos = lr_[i] >= 0
+            p = b if pos else one
+            q = (one - b) if pos else (b - one)
+            w_[i] = (u * (one + b) - p) / (p + u * q)
     if do_next:
         x_ = xnext[:n]
         for k in range(K):
@@ -156,14 +135,14 @@ def dot(w, x):
 
 @njit(**_OPTS)
 def _rows(lam, prior, W, G, r0, r1, e_base, wbase, n_in, kstride, K, C0, coff, n_out, inp, ioff, istride, have_g,
-          update, kind, hp, key, cbase, bt, c, zout, xnext, do_next):
+          update, kind, hp, key, step, bt, c, zout, xnext, do_next):
     """:func:`row_step` on rows ``r0 .. r1-1`` of one layer (``C0[coff + k * n_out + o]`` the output
     gradients; ``bt`` as in :func:`row_step`, ``c`` scratch of ``K`` values)."""
     for o in range(r0, r1):
         for k in range(K):
             c[k] = C0[coff + k * n_out + o]
         row_step(lam, prior, W, G, e_base + o * n_in, wbase + o * n_in, kstride, n_in, K, c, inp, ioff, istride,
-                 have_g, update, True, kind, hp, key, cbase, bt, zout, o, n_out, xnext, do_next)
+                 have_g, update, True, kind, hp, key, step, bt, zout, o, n_out, xnext, do_next)
 
 
 @njit(parallel=True, **_OPTS)
@@ -182,7 +161,6 @@ def train_steps_b1(X, Y, n_steps, lam, prior, W, sizes, poff, cfg, hp, key, step
     K = cfg[4]
     P = lam.shape[0]
     D = sizes[0]
-    kh = (K + 1) // 2
     act = cfg[0]
     out_norm = cfg[1]
     kind = cfg[2]
@@ -299,7 +277,7 @@ def train_steps_b1(X, Y, n_steps, lam, prior, W, sizes, poff, cfg, hp, key, step
                 for k in range(K):
                     cvec[k] = DZ[hoff[l] + k * n_out + o]
                 row_step(lam, prior, W, G, e0, K * poff[l] + o * n_in, kstride, n_in, K, cvec, A, hoff[l - 1], n_in,
-                         False, False, False, kind, hp, key, np.uint64(0), BT, Z0, 0, 0, x, False)
+                         False, False, False, kind, hp, key, 0, BT, Z0, 0, 0, x, False)
                 if not nonzero:
                     for i in range(n_in):
                         if G[e0 + i] != 0:
@@ -316,14 +294,14 @@ def train_steps_b1(X, Y, n_steps, lam, prior, W, sizes, poff, cfg, hp, key, step
                     for k in range(K):
                         cvec[k] = DZ[k * n0 + o]
                     row_step(lam, prior, W, G, o * D, o * D, k0stride, D, K, cvec, x, 0, 0, False, False, False,
-                             kind, hp, key, np.uint64(0), BT, Z0, 0, 0, x, False)
+                             kind, hp, key, 0, BT, Z0, 0, 0, x, False)
                     for i in range(D):
                         if G[o * D + i] != 0:
                             nonzero = True
         if nonzero:
             applied += 1
         # ---------------- update + resample: upper layers, then the fused first-layer pass
-        cbase = np.uint64(s + 1) * np.uint64(P) * np.uint64(kh)
+        cbase = s + 1  # the step whose samples are drawn
         have_next = j + 1 < n_steps
         for l in range(1, L):
             n_in = sizes[l]
