@@ -43,7 +43,7 @@ ROWS_PER_TASK = 10
 """Rows of the first layer per parallel work item (the threaded driver splits rows in such blocks)."""
 
 
-@njit(**_OPTS)
+@njit(fastmath={"contract"}, **_OPTS)
 def row_step(lam, prior, W, G, e0, wb, kstride, n, K, c, inp, ioff, istride, have_g, update, sample, kind, hp,
              key, step, bt, zout, zoff, znext, xnext, do_next):
     """All the per-step work on one weight row ``lam[e0:e0+n]`` (samples at ``W[wb + k*kstride + i]``).
@@ -56,6 +56,9 @@ def row_step(lam, prior, W, G, e0, wb, kstride, n, K, c, inp, ioff, istride, hav
     3. if ``sample``: the K relaxed samples (T = 1) of training step ``step`` (uniforms of
        :func:`bimu.engine.rng.relaxed_uniforms`);
     4. if ``do_next``: ``zout[zoff + k*znext] = dot(W_k row, xnext)`` for each k.
+
+    Compiled with FMA contraction (``fastmath={"contract"}``: fewer instructions, not less accurate);
+    every caller runs this one compiled function, so results do not depend on threads or chunking.
     """
     one = as_like(1.0, lam[e0])
     m2 = as_like(-2.0, lam[e0])
@@ -86,12 +89,16 @@ def row_step(lam, prior, W, G, e0, wb, kstride, n, K, c, inp, ioff, istride, hav
                 lo = lr_[i]
                 g = g_[i]
                 b = b_[i]
-                rr = one / (one + b)
-                t = (one - b) * rr
-                t = t if lo >= 0 else -t
-                var = (four * b) * (rr * rr)
-                eta = one / (bkl * var + two_bl * (t * g + abs(g)) + ilm)
-                ln = lo - eta * (gbl * g + kln * (lo - pr0) * var)
+                # the update with var = 1 - tanh^2 = 4b / (1+b)^2 and tanh = +-(1-b)/(1+b), numerator
+                # and denominator multiplied by (1+b)^2: one division
+                d1 = one + b
+                d2 = d1 * d1
+                fb = four * b
+                tt = (one - b) * d1
+                tt = tt if lo >= 0 else -tt
+                num = gbl * g * d2 + kln * (lo - pr0) * fb
+                den = bkl * fb + two_bl * (tt * g + abs(g) * d2) + ilm * d2
+                ln = lo - num / den
                 lr_[i] = ln
                 b_[i] = fexp(m2 * abs(ln))
         else:
@@ -101,9 +108,8 @@ def row_step(lam, prior, W, G, e0, wb, kstride, n, K, c, inp, ioff, istride, hav
             for i in range(n):
                 lo = lr_[i]
                 b = b_[i]
-                rr = one / (one + b)
-                var = (four * b) * (rr * rr)
-                ln = lo - lr * (g_[i] / var) - cpr * (lo - p_[i])
+                d1 = one + b
+                ln = lo - lr * ((g_[i] * (d1 * d1)) / (four * b)) - cpr * (lo - p_[i])
                 lr_[i] = ln
                 b_[i] = fexp(m2 * abs(ln))
     if not sample:
@@ -145,7 +151,7 @@ def _rows(lam, prior, W, G, r0, r1, e_base, wbase, n_in, kstride, K, C0, coff, n
                  have_g, update, True, kind, hp, key, step, bt, zout, o, n_out, xnext, do_next)
 
 
-@njit(parallel=True, **_OPTS)
+@njit(parallel=True, fastmath={"contract"}, **_OPTS)
 def train_steps_b1(X, Y, n_steps, lam, prior, W, sizes, poff, cfg, hp, key, step0, threads, Z0, Z, XH, A, DZ, DA,
                    RS, G, BT, CV):
     """``n_steps`` online steps of batch size 1 at temperature 1 (rows of ``X`` / ``Y`` in order).

@@ -10,7 +10,10 @@ Determinism: every dot product is computed by :func:`dot8` (one compiled functio
 other reduction runs in a fixed serial order, and all randomness comes from counters
 (:mod:`bimu.engine.rng`), so results do not depend on the number of threads, on the batch an example
 is evaluated in, or on how steps are grouped into calls. No ``fastmath`` flag is used (no FMA
-contraction, no reassociation) except inside :func:`dot8`; ``error_model='numpy'`` lets divisions vectorise.
+contraction, no reassociation) except inside :func:`dot8`, and except FMA contraction (``fastmath={"contract"}``)
+in every kernel that computes ``exp(-2|lambda|)`` or relaxed samples (:func:`sample_weights`,
+:func:`train_steps` and :func:`bimu.engine.fastpath.row_step`), so that all of them compute those values
+identically; ``error_model='numpy'`` lets divisions vectorise.
 
 Integer configuration ``cfg``: ``[activation (0 rbg, 1 sign), output_norm, update kind (0 BiMU,
 1 BayesBiNN), prior is per-parameter, K]``. Float hyperparameters ``hp`` (in the working dtype):
@@ -249,7 +252,7 @@ def _hard_row(lam, bt, W, HB, e0, wb, kstride, n, K, key, cbase):
             _hard_from_hash(W, wb + (k0 + 1) * kstride, HB, lam, bt, e0, n, False)
 
 
-@njit(parallel=True, **_OPTS)
+@njit(parallel=True, fastmath={"contract"}, **_OPTS)
 def sample_weights(lam, W, sizes, poff, K, key, cbase, hard, inv_t):
     """Fill ``W`` with K hard samples of every layer from evaluation counters ``cbase`` (``hard=True``)
     or with the K relaxed samples of training step ``cbase`` (``hard=False``)."""
@@ -312,7 +315,7 @@ def _act_grad(xh, act, gate):
 
 
 # ----------------------------------------------------------------------------- training
-@njit(parallel=True, **_OPTS)
+@njit(parallel=True, fastmath={"contract"}, **_OPTS)
 def train_steps(X, Y, n_steps, B, lam, prior, W, sizes, poff, cfg, hp, key, step0):
     """Run ``n_steps`` online steps of batch ``B`` (rows ``j*B..(j+1)*B`` of ``X`` / ``Y``).
 
@@ -637,6 +640,7 @@ def scores_from_logits(logits):
     for b in prange(B):
         mlp = np.zeros(C, dtype=np.float64)
         mp = np.zeros(C, dtype=np.float64)
+        ex = np.empty(C, dtype=np.float64)
         hsum = 0.0
         for k in range(K):
             mx = logits[k, b, 0]
@@ -644,20 +648,21 @@ def scores_from_logits(logits):
                 mx = max(mx, logits[k, b, c])
             s = 0.0
             for c in range(C):
-                s += math.exp(logits[k, b, c] - mx)
+                ex[c] = math.exp(logits[k, b, c] - mx)
+                s += ex[c]
             ls = math.log(s)
             best = 0
             h = 0.0
             for c in range(C):
-                p = math.exp(logits[k, b, c] - mx) / s
-                probs[k, b, c] = p
+                probs[k, b, c] = ex[c] / s
                 pf = probs[k, b, c]
                 if pf > probs[k, b, best]:
                     best = c
-                mlp[c] += (logits[k, b, c] - mx) - ls
+                lp = (logits[k, b, c] - mx) - ls
+                mlp[c] += lp
                 mp[c] += pf
                 if pf > 0:
-                    h -= pf * math.log(pf)
+                    h -= pf * lp
             votes[b, best] += 1
             hsum += h
         bc = 0
