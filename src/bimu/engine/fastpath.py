@@ -57,6 +57,7 @@ def row_step(lam, prior, W, G, e0, wb, kstride, n, K, c, inp, ioff, istride, hav
        :func:`bimu.engine.rng.relaxed_uniforms`);
     4. if ``do_next``: ``zout[zoff + k*znext] = dot(W_k row, xnext)`` for each k.
 
+    ``c`` holds the K output gradients followed by scratch for ``3 n`` values.
     Compiled with FMA contraction (``fastmath={"contract"}``: fewer instructions, not less accurate);
     every caller runs this one compiled function, so results do not depend on threads or chunking.
     """
@@ -114,16 +115,23 @@ def row_step(lam, prior, W, G, e0, wb, kstride, n, K, c, inp, ioff, istride, hav
                 b_[i] = fexp(m2 * abs(ln))
     if not sample:
         return
+    # per-row constants of the sampling formula (c[K:] is scratch of at least 3 n values)
+    pp = c[K:K + n]
+    qq = c[K + n:K + 2 * n]
+    ob = c[K + 2 * n:K + 3 * n]
+    for i in range(n):
+        b = b_[i]
+        pos = lr_[i] >= 0
+        pp[i] = b if pos else one
+        qq[i] = (one - b) if pos else (b - one)
+        ob[i] = one + b
     rlo, rhi = _row_key(key, step, lam.shape[0], e0)
     for k in range(K):
         w_ = W[wb + k * kstride:wb + k * kstride + n]
         for i in range(n):
             u = _u32(_h32(rlo, rhi, np.uint32(i * K + k)), one)
-            b = b_[i]
-            pos = lr_[i] >= 0
-            p = b if pos else one
-            q = (one - b) if pos else (b - one)
-            w_[i] = (u * (one + b) - p) / (p + u * q)
+            p = pp[i]
+            w_[i] = (u * ob[i] - p) / (p + u * qq[i])
     if do_next:
         x_ = xnext[:n]
         for k in range(K):
@@ -143,7 +151,7 @@ def dot(w, x):
 def _rows(lam, prior, W, G, r0, r1, e_base, wbase, n_in, kstride, K, C0, coff, n_out, inp, ioff, istride, have_g,
           update, kind, hp, key, step, bt, c, zout, xnext, do_next):
     """:func:`row_step` on rows ``r0 .. r1-1`` of one layer (``C0[coff + k * n_out + o]`` the output
-    gradients; ``bt`` as in :func:`row_step`, ``c`` scratch of ``K`` values)."""
+    gradients; ``bt`` as in :func:`row_step`, ``c`` scratch of ``K + 3 n_in`` values)."""
     for o in range(r0, r1):
         for k in range(K):
             c[k] = C0[coff + k * n_out + o]
@@ -159,7 +167,7 @@ def train_steps_b1(X, Y, n_steps, lam, prior, W, sizes, poff, cfg, hp, key, step
     Same contract and result as :func:`bimu.engine.kernels.train_steps` with ``B = 1``; no allocation.
     Scratch (see :func:`make_scratch`): ``Z0`` (``K * sizes[1]``, next first-layer pre-activations),
     ``Z, XH, A, DZ`` (``K * sum(sizes[1:])`` each), ``DA`` (``K * max(sizes)``), ``RS`` (float64,
-    ``K * L``), ``G`` (``P``), ``BT`` (``P``, receives ``exp(-2 |lam|)``), ``CV`` (``[threads, K]``). Returns
+    ``K * L``), ``G`` (``P``), ``BT`` (``P``, receives ``exp(-2 |lam|)``), ``CV`` (``[threads, K + 3 max(sizes)]``). Returns
     the number of steps whose gradient was not identically zero. ``threads > 1`` splits the first
     layer's rows over threads in blocks of :data:`ROWS_PER_TASK`; results do not depend on it.
     """
@@ -336,7 +344,7 @@ def make_scratch(sizes, K: int, threads: int, dtype) -> tuple:
     P = int(sum(a * b for a, b in zip(sizes[:-1], sizes[1:])))
     return (np.zeros(K * int(sizes[1]), dtype), np.zeros(H, dtype), np.zeros(H, dtype), np.zeros(H, dtype),
             np.zeros(H, dtype), np.zeros(K * maxw, dtype), np.zeros(K * L, np.float64), np.zeros(P, dtype),
-            np.zeros(P, dtype), np.zeros((threads, K), dtype))
+            np.zeros(P, dtype), np.zeros((threads, K + 3 * maxw), dtype))
 
 
 # ----------------------------------------------------------------------------- evaluation
