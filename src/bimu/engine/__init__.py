@@ -32,15 +32,13 @@ FUSED_METHODS = {"bimu": FusedBiMU, "bayesbinn": FusedBayesBiNN}
 def supports(method_name: str, sizes: Sequence[int], hparams: Mapping[str, Any] | None = None) -> bool:
     """Whether the engine can run ``method_name`` on a network of ``sizes`` with ``hparams``.
 
-    True for ``"bimu"`` (any depth and width, ``activation`` rbg or sign) and for ``"bayesbinn"`` when
-    ``hparams`` gives ``lr`` and ``prior_strength``; False for anything it cannot run faithfully
-    (unknown method or hyperparameter, invalid values or sizes).
+    True for ``"bimu"`` and ``"bayesbinn"`` (any depth and width, ``activation`` rbg or sign, the torch
+    methods' hyperparameters and defaults); False for anything it cannot run faithfully (unknown
+    method or hyperparameter, invalid values or sizes).
     """
     cls = FUSED_METHODS.get(method_name)
     hparams = dict(hparams or {})
     if cls is None:
-        return False
-    if method_name == "bayesbinn" and not {"lr", "prior_strength"} <= set(hparams):
         return False
     try:
         sizes = [int(s) for s in sizes]

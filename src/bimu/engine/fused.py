@@ -23,21 +23,20 @@ import numba
 import numpy as np
 import torch
 
-from bimu.engine import kernels
-from bimu.engine.rng import EVAL_STREAM, TRAIN_STREAM, derive_key, uniforms_from_counters
+from bimu.engine import fastpath, kernels
+from bimu.engine.rng import EVAL_STREAM, TRAIN_STREAM, derive_key, relaxed_uniforms, uniforms_from_counters
 from bimu.methods.base import SCORE_NAMES, Hyperparameter, MethodInfo, OnlineMethod, positive
+from bimu.methods.bayesbinn import BayesBiNNMethod
 from bimu.methods.bimu import BiMUMethod
 from bimu.nn.mlp import ACTIVATIONS, LAYER_NORM_EPS
 
 DTYPES = {"float32": np.float32, "float64": np.float64}
 
-BAYESBINN_PRIOR_SIGN = -1.0
+BAYESBINN_PRIOR_SIGN = 1.0
 """Sign ``s`` in the BayesBiNN update ``lambda -= lr * g_mu + s * lr * prior_strength * (lambda - prior)``.
 
--1 reproduces the formula of the notes on the paper's code
-(``lambda -= lr*g - lr*prior_strength*(lambda - lambda_prior)``), which pushes lambda *away* from the
-prior; Meng et al. (2020)'s natural-gradient step pulls towards it (``s = +1``). Kept as a module
-constant until the torch BayesBiNN method settles the convention.
++1: the prior term pulls lambda towards the prior, as in Meng et al. (2020) and the torch method
+(:mod:`bimu.methods.bayesbinn`), which the engine reproduces.
 """
 
 
@@ -95,10 +94,8 @@ class _FusedBase(OnlineMethod):
 
     def _resample(self) -> None:
         self._set_threads()
-        kh = (self.K + 1) // 2
-        cbase = np.uint64(self.train_step * self.n_params * kh)
-        kernels.sample_weights(self.lam, self.W, self._sizes, self._poff, self.K, self.train_key, cbase, False,
-                               self._hp[6])
+        kernels.sample_weights(self.lam, self.W, self._sizes, self._poff, self.K, self.train_key,
+                               np.uint64(self.train_step), False, self._hp[6])
 
     # ----------------------------------------------------------------- views
     def layer_lambdas(self) -> list[np.ndarray]:
@@ -110,8 +107,12 @@ class _FusedBase(OnlineMethod):
         """The relaxed-sample uniforms of training ``step`` (default: the next one), one ``[K, out, in]``
         float64 array per layer - the ``uniforms=`` to give the torch network to replay the step."""
         step = self.train_step if step is None else int(step)
-        kh = (self.K + 1) // 2
-        return self._uniforms(self.train_key, step * self.n_params * kh, self.K)
+        out = []
+        for l in range(len(self.sizes) - 1):
+            n_out, n_in = self.sizes[l + 1], self.sizes[l]
+            e0 = self._poff[l] + n_in * np.arange(n_out)
+            out.append(relaxed_uniforms(self.train_key, step, self.n_params, e0, n_in, self.K))
+        return out
 
     def eval_uniforms(self, n_samples: int, counter: int | None = None) -> list[np.ndarray]:
         """The hard-sample uniforms the next evaluation with ``n_samples`` samples will use (per layer)."""
@@ -148,6 +149,15 @@ class _FusedBase(OnlineMethod):
     # ----------------------------------------------------------------- learning
     def _run(self, xn: np.ndarray, yn: np.ndarray, n_steps: int, batch: int) -> int:
         self._set_threads()
+        if batch == 1 and self._hp[6] == 1:  # the specialised kernel: batch size 1, temperature 1
+            if getattr(self, "_scratch", None) is None:
+                self._scratch = fastpath.make_scratch(self.sizes, self.K, numba.config.NUMBA_NUM_THREADS,
+                                                      self.dtype)
+            applied = fastpath.train_steps_b1(xn.reshape(n_steps, -1), yn, n_steps, self.lam, self.prior, self.W,
+                                              self._sizes, self._poff, self._cfg, self._hp, self.train_key,
+                                              self.train_step, self.threads, *self._scratch)
+            self.train_step += n_steps
+            return int(applied)
         applied = kernels.train_steps(xn, yn, n_steps, batch, self.lam, self.prior, self.W, self._sizes,
                                       self._poff, self._cfg, self._hp, self.train_key, self.train_step)
         self.train_step += n_steps
@@ -190,7 +200,15 @@ class _FusedBase(OnlineMethod):
         xn, _ = self._as_inputs(x)
         key, cbase = self._eval_stream(n, generator)
         self._set_threads()
-        return kernels.hard_logits(xn, self.lam, self._sizes, self._poff, self._cfg, self._hp, n, key, cbase)
+        W = np.empty(n * self.n_params, dtype=self.dtype)
+        kernels.sample_weights(self.lam, W, self._sizes, self._poff, n, key, cbase, True, self._hp[6])
+        B = xn.shape[0]
+        Xp = np.zeros(((B + 3) // 4 * 4, xn.shape[1]), dtype=self.dtype)
+        Xp[:B] = xn
+        out = np.empty((n, B, self.sizes[-1]), dtype=self.dtype)
+        fastpath.hard_forward(Xp, B, W, self._sizes, self._poff, self._cfg, self._hp, n, self.threads,
+                              numba.config.NUMBA_NUM_THREADS, out)
+        return out
 
     def _predict_logits(self, x: torch.Tensor, n_samples: int, generator: torch.Generator) -> torch.Tensor:
         gen = None if generator is self.eval_generator else generator
@@ -285,35 +303,25 @@ class FusedBiMU(_FusedBase):
 
 
 class FusedBayesBiNN(_FusedBase):
-    """BayesBiNN (Meng et al. 2020) in the fused engine, with the update of the notes on the paper's code.
+    """BayesBiNN (Meng et al. 2020) in the fused engine; same ``info``, hyperparameters, presets and
+    update as :class:`bimu.methods.bayesbinn.BayesBiNNMethod`.
 
-    ``g_mu = mean_k dL/dw_k (1 - w_k^2) / (T (1 - tanh^2 lambda))`` and
-    ``lambda -= lr * g_mu + s * lr * prior_strength * (lambda - lambda_prior)`` with
-    ``s =`` :data:`BAYESBINN_PRIOR_SIGN`; lambda starts at 0 and ``lambda_prior`` (initially 0) is reset
-    to the current lambda at each task boundary (:meth:`task_end`).
+    ``g_mu = mean_k dl(w_k)/dw_k (1 - w_k^2) / (T (1 - tanh^2 lambda))`` (``l`` the batch-mean NLL)
+    and ``lambda -= lr * (g_mu + prior_strength * (lambda - lambda_prior))`` (sign
+    :data:`BAYESBINN_PRIOR_SIGN`); lambda starts at 0 (``lambda_init="zero"``) or like the torch
+    method's ``"uniform"``; ``lambda_prior`` (initially 0) becomes the current lambda at each task
+    boundary (:meth:`task_end`). Where ``tanh`` saturates in float32 (``|lambda + delta| > ~9``) the
+    engine's ratio ``(1 - w^2) / (1 - tanh^2 lambda)`` is 0 while the torch method's log-cosh form is not.
     """
 
-    info = MethodInfo(name="bayesbinn", paper_name="BayesBiNN", network="binary-bayesian-mlp",
-                      needs_task_boundaries=True, uncertainty_scores=SCORE_NAMES, binary_weights=True,
-                      bayesian=True)
-    hyperparameters = {
-        h.name: h
-        for h in [
-            positive("lr", float, 1e-4, "learning rate alpha"),
-            Hyperparameter("prior_strength", float, 1.0, "weight of the (lambda - lambda_prior) term",
-                           check=lambda v: v >= 0, requirement=">= 0"),
-            positive("n_samples", int, 5, "K: relaxed MC samples for the gradient"),
-            positive("n_eval_samples", int, 5, "hard MC samples for prediction and scores"),
-            positive("temperature", float, 1.0, "relaxation temperature T"),
-            Hyperparameter("activation", str, "rbg", "hidden activation", choices=ACTIVATIONS),
-            Hyperparameter("output_norm", bool, True, "LayerNorm on the logits (paper's network)"),
-            positive("gate_width", float, 1.0, "RBG threshold"),
-        ]
-    }
-    presets: dict[str, dict[str, Any]] = {}
+    info = BayesBiNNMethod.info
+    hyperparameters = BayesBiNNMethod.hyperparameters
+    presets = BayesBiNNMethod.presets
     _update_kind = kernels.KIND_BAYESBINN
 
     def _initial_lambdas(self, generator):
+        if self.hparams["lambda_init"] == "uniform":
+            return _torch_init(self.sizes, generator)
         return [np.zeros((b, a), dtype=np.float32) for a, b in zip(self.sizes[:-1], self.sizes[1:])]
 
     def _hp_vector(self):

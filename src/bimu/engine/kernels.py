@@ -10,7 +10,10 @@ Determinism: every dot product is computed by :func:`dot8` (one compiled functio
 other reduction runs in a fixed serial order, and all randomness comes from counters
 (:mod:`bimu.engine.rng`), so results do not depend on the number of threads, on the batch an example
 is evaluated in, or on how steps are grouped into calls. No ``fastmath`` flag is used (no FMA
-contraction, no reassociation) except inside :func:`dot8`; ``error_model='numpy'`` lets divisions vectorise.
+contraction, no reassociation) except inside :func:`dot8`, and except FMA contraction (``fastmath={"contract"}``)
+in every kernel that computes ``exp(-2|lambda|)`` or relaxed samples (:func:`sample_weights`,
+:func:`train_steps` and :func:`bimu.engine.fastpath.row_step`), so that all of them compute those values
+identically; ``error_model='numpy'`` lets divisions vectorise.
 
 Integer configuration ``cfg``: ``[activation (0 rbg, 1 sign), output_norm, update kind (0 BiMU,
 1 BayesBiNN), prior is per-parameter, K]``. Float hyperparameters ``hp`` (in the working dtype):
@@ -122,6 +125,54 @@ def _u_lo(h, one):
     return as_like(v, one) * as_like(2.0**-24, one)
 
 
+def _u32_binop(op):
+    @intrinsic
+    def _impl(typingctx, a, b):
+        sig = types.uint32(types.uint32, types.uint32)
+
+        def codegen(context, builder, signature, args):
+            return getattr(builder, op)(args[0], args[1])
+
+        return sig, codegen
+
+    return _impl
+
+
+# 32-bit unsigned arithmetic that stays 32-bit (numba widens uint32 arithmetic to 64 bits, and 64-bit
+# vector multiplies are slow without AVX-512)
+_add32 = _u32_binop("add")
+_mul32 = _u32_binop("mul")
+_xor32 = _u32_binop("xor")
+_shr32 = _u32_binop("lshr")
+
+
+@njit(inline="always", **_OPTS)
+def _row_key(key, step, P, e0):
+    """The 64-bit key of the weight row starting at parameter ``e0`` at training step ``step``, as two
+    uint32 halves ``(low, high)``: ``hash(key, step * P + e0)``."""
+    r = _hash(key, np.uint64(step) * np.uint64(P) + np.uint64(e0))
+    return np.uint32(r & np.uint64(0xFFFFFFFF)), np.uint32(r >> np.uint64(32))
+
+
+@njit(inline="always", **_OPTS)
+def _h32(rlo, rhi, idx):
+    """32-bit hash of index ``idx`` within a row with key ``(rlo, rhi)`` (lowbias32 rounds, ``rhi``
+    mixed in between)."""
+    x = _add32(_mul32(idx, np.uint32(0x9E3779B9)), rlo)
+    x = _xor32(x, _shr32(x, np.uint32(16)))
+    x = _mul32(x, np.uint32(0x7FEB352D))
+    x = _xor32(x, _shr32(x, np.uint32(15)))
+    x = _xor32(x, rhi)
+    x = _mul32(x, np.uint32(0x846CA68B))
+    return _xor32(x, _shr32(x, np.uint32(16)))
+
+
+@njit(inline="always", **_OPTS)
+def _u32(x, one):
+    """``(2 (x >> 9) + 1) / 2**24`` in the float type of ``one`` (exact)."""
+    return as_like(np.int32(_shr32(x, np.uint32(9))), one) * as_like(2.0**-23, one) + as_like(2.0**-24, one)
+
+
 @njit(cache=True, error_model="numpy", nogil=True, fastmath={"reassoc", "nsz"})
 def dot8(w, wo, x, xo, n):
     """``sum_i w[wo + i] * x[xo + i]``; one compiled (never inlined) function, so that every caller gets
@@ -143,54 +194,33 @@ def _hash_row(HB, e0, n, key, cbase, kh, m):
 
 
 @njit(inline="always", **_OPTS)
-def _relaxed_from_hash(W, wo, HB, lam, bt, e0, n, high):
-    """Relaxed samples of one row from the hashes ``HB`` (high or low halves), for T = 1.
+def _relaxed_row(lam, bt, W, HB, e0, wb, kstride, n, K, key, step, inv_t):
+    """Relaxed samples ``w = tanh((lam + 0.5 logit u) / T)`` of one row for all K samples of training
+    step ``step`` (``bt[e] = exp(-2 |lam[e]|)``; uniforms of :func:`bimu.engine.rng.relaxed_uniforms`).
 
-    ``tanh(lam + 0.5 logit u) = (u (1 + b) - p) / (p + u q)`` with ``b = exp(-2 |lam|)``,
+    For T = 1, ``tanh(lam + 0.5 logit u) = (u (1 + b) - p) / (p + u q)`` with ``b = exp(-2 |lam|)``,
     ``p = b, q = 1 - b`` if ``lam >= 0``, else ``p = 1, q = b - 1``: no log or tanh per sample.
     """
     one = as_like(1.0, lam[e0])
-    if high:
-        for i in range(n):
-            b = bt[e0 + i]
-            pos = lam[e0 + i] >= 0
-            p = b if pos else one
-            q = (one - b) if pos else (b - one)
-            u = _u_hi(HB[e0 + i], one)
-            W[wo + i] = (u * (one + b) - p) / (p + u * q)
-    else:
-        for i in range(n):
-            b = bt[e0 + i]
-            pos = lam[e0 + i] >= 0
-            p = b if pos else one
-            q = (one - b) if pos else (b - one)
-            u = _u_lo(HB[e0 + i], one)
-            W[wo + i] = (u * (one + b) - p) / (p + u * q)
-
-
-@njit(inline="always", **_OPTS)
-def _relaxed_row(lam, bt, W, HB, e0, wb, kstride, n, K, key, cbase, inv_t):
-    """Relaxed samples ``w = tanh((lam + 0.5 logit u) / T)`` of one row for all K samples
-    (``bt[e] = exp(-2 |lam[e]|)``; ``HB`` is scratch for the hashes)."""
-    one = as_like(1.0, lam[e0])
     half = as_like(0.5, one)
-    kh = (K + 1) // 2
-    for m in range(kh):
-        _hash_row(HB, e0, n, key, cbase, kh, m)
-        k0 = 2 * m
+    P = lam.shape[0]
+    rlo, rhi = _row_key(key, step, P, e0)
+    l_ = lam[e0:e0 + n]
+    b_ = bt[e0:e0 + n]
+    for k in range(K):
+        w_ = W[wb + k * kstride:wb + k * kstride + n]
         if inv_t == one:
-            _relaxed_from_hash(W, wb + k0 * kstride, HB, lam, bt, e0, n, True)
-            if k0 + 1 < K:
-                _relaxed_from_hash(W, wb + (k0 + 1) * kstride, HB, lam, bt, e0, n, False)
+            for i in range(n):
+                u = _u32(_h32(rlo, rhi, np.uint32(i * K + k)), one)
+                b = b_[i]
+                pos = l_[i] >= 0
+                p = b if pos else one
+                q = (one - b) if pos else (b - one)
+                w_[i] = (u * (one + b) - p) / (p + u * q)
         else:
             for i in range(n):
-                u = _u_hi(HB[e0 + i], one)
-                W[wb + k0 * kstride + i] = math.tanh((lam[e0 + i] + half * math.log(u / (one - u))) * inv_t)
-            if k0 + 1 < K:
-                for i in range(n):
-                    u = _u_lo(HB[e0 + i], one)
-                    W[wb + (k0 + 1) * kstride + i] = math.tanh(
-                        (lam[e0 + i] + half * math.log(u / (one - u))) * inv_t)
+                u = _u32(_h32(rlo, rhi, np.uint32(i * K + k)), one)
+                w_[i] = math.tanh((l_[i] + half * math.log(u / (one - u))) * inv_t)
 
 
 @njit(inline="always", **_OPTS)
@@ -222,9 +252,10 @@ def _hard_row(lam, bt, W, HB, e0, wb, kstride, n, K, key, cbase):
             _hard_from_hash(W, wb + (k0 + 1) * kstride, HB, lam, bt, e0, n, False)
 
 
-@njit(parallel=True, **_OPTS)
+@njit(parallel=True, fastmath={"contract"}, **_OPTS)
 def sample_weights(lam, W, sizes, poff, K, key, cbase, hard, inv_t):
-    """Fill ``W`` with K relaxed (``hard=False``) or hard samples of every layer from counters ``cbase``."""
+    """Fill ``W`` with K hard samples of every layer from evaluation counters ``cbase`` (``hard=True``)
+    or with the K relaxed samples of training step ``cbase`` (``hard=False``)."""
     L = sizes.shape[0] - 1
     m2 = as_like(-2.0, lam[0])
     bt = np.empty_like(lam)
@@ -284,7 +315,7 @@ def _act_grad(xh, act, gate):
 
 
 # ----------------------------------------------------------------------------- training
-@njit(parallel=True, **_OPTS)
+@njit(parallel=True, fastmath={"contract"}, **_OPTS)
 def train_steps(X, Y, n_steps, B, lam, prior, W, sizes, poff, cfg, hp, key, step0):
     """Run ``n_steps`` online steps of batch ``B`` (rows ``j*B..(j+1)*B`` of ``X`` / ``Y``).
 
@@ -462,7 +493,7 @@ def train_steps(X, Y, n_steps, B, lam, prior, W, sizes, poff, cfg, hp, key, step
         if nonzero:
             applied += 1
         # ---------------- update, resample for step s + 1, next layer-0 pre-activations
-        cbase = np.uint64(s + 1) * np.uint64(P) * np.uint64(kh)
+        cbase = s + 1
         have_next = j + 1 < n_steps
         xnext = (j + 1) * B * D
         for l in range(L):
@@ -493,7 +524,7 @@ def train_steps(X, Y, n_steps, B, lam, prior, W, sizes, poff, cfg, hp, key, step
                             lam[e] = ln
                             G[e] = fexp(m2 * abs(ln))
                     else:
-                        lr = hp[0]
+                        lr = as_like(hp[0] / B, one)  # g is summed over the batch; BayesBiNN uses its mean
                         cpr = hp[4]
                         pr0 = hp[5]
                         for i in range(n_in):
@@ -609,6 +640,7 @@ def scores_from_logits(logits):
     for b in prange(B):
         mlp = np.zeros(C, dtype=np.float64)
         mp = np.zeros(C, dtype=np.float64)
+        ex = np.empty(C, dtype=np.float64)
         hsum = 0.0
         for k in range(K):
             mx = logits[k, b, 0]
@@ -616,20 +648,21 @@ def scores_from_logits(logits):
                 mx = max(mx, logits[k, b, c])
             s = 0.0
             for c in range(C):
-                s += math.exp(logits[k, b, c] - mx)
+                ex[c] = math.exp(logits[k, b, c] - mx)
+                s += ex[c]
             ls = math.log(s)
             best = 0
             h = 0.0
             for c in range(C):
-                p = math.exp(logits[k, b, c] - mx) / s
-                probs[k, b, c] = p
+                probs[k, b, c] = ex[c] / s
                 pf = probs[k, b, c]
                 if pf > probs[k, b, best]:
                     best = c
-                mlp[c] += (logits[k, b, c] - mx) - ls
+                lp = (logits[k, b, c] - mx) - ls
+                mlp[c] += lp
                 mp[c] += pf
                 if pf > 0:
-                    h -= pf * math.log(pf)
+                    h -= pf * lp
             votes[b, best] += 1
             hsum += h
         bc = 0

@@ -1,0 +1,466 @@
+"""Specialised kernels for the product's main case: batch size 1, temperature 1 (numba, ``cache=True``).
+
+Same layouts, counters and arithmetic as :func:`bimu.engine.kernels.train_steps` (results are
+bit-identical to it), organised for speed:
+
+* one pass per step over each row of the first layer (the bulk of the parameters) does everything
+  that touches the row: accumulate the gradient over the K samples, apply the update, draw the next
+  step's K relaxed samples from the counter hash, and compute the next step's first-layer
+  pre-activations (K dot products with the next input) while the row is in L1 cache;
+* the row work lives in one compiled, non-inlined function (:func:`row_step`) whose loops
+  vectorise (float32 AVX2: ``error_model='numpy'`` divisions, the bit-cast ``fexp``, branch-free
+  selects); the serial and the threaded drivers call the same compiled function, so results do not
+  depend on the thread count;
+* no allocation inside the step loop: scratch is passed in by the caller (allocated once per method).
+
+Evaluation (:func:`hard_logits_fast`): the K hard weight sets are drawn once per call and the first
+layer is computed by a register-blocked kernel (:func:`dot4`, four examples per weight-row load) on a
+batch padded to a multiple of four, so an example's result does not depend on its batch.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import get_thread_id, njit, prange
+
+from bimu.engine.kernels import (
+    ACT_RBG,
+    KIND_BIMU,
+    _act_grad,
+    _h32,
+    _layer_norm_act,
+    _row_key,
+    _u32,
+    as_like,
+    fexp,
+)
+
+_OPTS = dict(cache=True, error_model="numpy", nogil=True, boundscheck=False)
+
+ROWS_PER_TASK = 10
+"""Rows of the first layer per parallel work item (the threaded driver splits rows in such blocks)."""
+
+
+@njit(fastmath={"contract"}, **_OPTS)
+def row_step(lam, prior, W, G, e0, wb, kstride, n, K, c, inp, ioff, istride, have_g, update, sample, kind, hp,
+             key, step, bt, zout, zoff, znext, xnext, do_next):
+    """All the per-step work on one weight row ``lam[e0:e0+n]`` (samples at ``W[wb + k*kstride + i]``).
+
+    1. unless ``have_g``: ``G[e0+i] = sum_k (c[k] * inp[ioff + k*istride + i]) * (1 - w_k^2)``
+       (``istride = 0`` for the first layer, whose input is shared by the samples);
+    2. if ``update``: the BiMU (``kind`` 0) or BayesBiNN (1) update of the row, reading
+       ``b = exp(-2 |lambda|)`` from ``bt[e0 + i]`` and writing that of the new lambda there (``bt``
+       must hold ``exp(-2 |lam|)`` for the whole row on entry: one exp per parameter and step);
+    3. if ``sample``: the K relaxed samples (T = 1) of training step ``step`` (uniforms of
+       :func:`bimu.engine.rng.relaxed_uniforms`);
+    4. if ``do_next``: ``zout[zoff + k*znext] = dot(W_k row, xnext)`` for each k.
+
+    ``c`` holds the K output gradients followed by scratch for ``3 n`` values.
+    Compiled with FMA contraction (``fastmath={"contract"}``: fewer instructions, not less accurate);
+    every caller runs this one compiled function, so results do not depend on threads or chunking.
+    """
+    one = as_like(1.0, lam[e0])
+    m2 = as_like(-2.0, lam[e0])
+    four = as_like(4.0, lam[e0])
+    # row views: indices from range() below are non-negative, so no wraparound code blocks SIMD
+    lr_ = lam[e0:e0 + n]
+    g_ = G[e0:e0 + n]
+    b_ = bt[e0:e0 + n]
+    if not have_g:
+        for i in range(n):
+            g_[i] = 0
+        for k in range(K):
+            ck = c[k]
+            w_ = W[wb + k * kstride:wb + k * kstride + n]
+            x_ = inp[ioff + k * istride:ioff + k * istride + n]
+            for i in range(n):
+                w = w_[i]
+                g_[i] += (ck * x_[i]) * (one - w * w)
+    if update:
+        if kind == KIND_BIMU:
+            gbl = hp[0]
+            two_bl = hp[1]
+            bkl = hp[2]
+            ilm = hp[3]
+            kln = hp[4]
+            pr0 = hp[5]
+            for i in range(n):
+                lo = lr_[i]
+                g = g_[i]
+                b = b_[i]
+                # the update with var = 1 - tanh^2 = 4b / (1+b)^2 and tanh = +-(1-b)/(1+b), numerator
+                # and denominator multiplied by (1+b)^2: one division
+                d1 = one + b
+                d2 = d1 * d1
+                fb = four * b
+                tt = (one - b) * d1
+                tt = tt if lo >= 0 else -tt
+                num = gbl * g * d2 + kln * (lo - pr0) * fb
+                den = bkl * fb + two_bl * (tt * g + abs(g) * d2) + ilm * d2
+                ln = lo - num / den
+                lr_[i] = ln
+                b_[i] = fexp(m2 * abs(ln))
+        else:
+            lr = hp[0]
+            cpr = hp[4]
+            p_ = prior[e0:e0 + n]
+            for i in range(n):
+                lo = lr_[i]
+                b = b_[i]
+                d1 = one + b
+                ln = lo - lr * ((g_[i] * (d1 * d1)) / (four * b)) - cpr * (lo - p_[i])
+                lr_[i] = ln
+                b_[i] = fexp(m2 * abs(ln))
+    if not sample:
+        return
+    # per-row constants of the sampling formula (c[K:] is scratch of at least 3 n values)
+    pp = c[K:K + n]
+    qq = c[K + n:K + 2 * n]
+    ob = c[K + 2 * n:K + 3 * n]
+    for i in range(n):
+        b = b_[i]
+        pos = lr_[i] >= 0
+        pp[i] = b if pos else one
+        qq[i] = (one - b) if pos else (b - one)
+        ob[i] = one + b
+    rlo, rhi = _row_key(key, step, lam.shape[0], e0)
+    for k in range(K):
+        w_ = W[wb + k * kstride:wb + k * kstride + n]
+        for i in range(n):
+            u = _u32(_h32(rlo, rhi, np.uint32(i * K + k)), one)
+            p = pp[i]
+            w_[i] = (u * ob[i] - p) / (p + u * qq[i])
+    if do_next:
+        x_ = xnext[:n]
+        for k in range(K):
+            zout[zoff + k * znext] = dot(W[wb + k * kstride:wb + k * kstride + n], x_)
+
+
+@njit(cache=True, error_model="numpy", nogil=True, boundscheck=False, fastmath={"reassoc", "nsz"})
+def dot(w, x):
+    """``sum_i w[i] * x[i]`` (vectorised, fixed summation order; never inlined)."""
+    s = as_like(0.0, w[0])
+    for i in range(w.shape[0]):
+        s += w[i] * x[i]
+    return s
+
+
+@njit(**_OPTS)
+def _rows(lam, prior, W, G, r0, r1, e_base, wbase, n_in, kstride, K, C0, coff, n_out, inp, ioff, istride, have_g,
+          update, kind, hp, key, step, bt, c, zout, xnext, do_next):
+    """:func:`row_step` on rows ``r0 .. r1-1`` of one layer (``C0[coff + k * n_out + o]`` the output
+    gradients; ``bt`` as in :func:`row_step`, ``c`` scratch of ``K + 3 n_in`` values)."""
+    for o in range(r0, r1):
+        for k in range(K):
+            c[k] = C0[coff + k * n_out + o]
+        row_step(lam, prior, W, G, e_base + o * n_in, wbase + o * n_in, kstride, n_in, K, c, inp, ioff, istride,
+                 have_g, update, True, kind, hp, key, step, bt, zout, o, n_out, xnext, do_next)
+
+
+@njit(parallel=True, fastmath={"contract"}, **_OPTS)
+def train_steps_b1(X, Y, n_steps, lam, prior, W, sizes, poff, cfg, hp, key, step0, threads, Z0, Z, XH, A, DZ, DA,
+                   RS, G, BT, CV):
+    """``n_steps`` online steps of batch size 1 at temperature 1 (rows of ``X`` / ``Y`` in order).
+
+    Same contract and result as :func:`bimu.engine.kernels.train_steps` with ``B = 1``; no allocation.
+    Scratch (see :func:`make_scratch`): ``Z0`` (``K * sizes[1]``, next first-layer pre-activations),
+    ``Z, XH, A, DZ`` (``K * sum(sizes[1:])`` each), ``DA`` (``K * max(sizes)``), ``RS`` (float64,
+    ``K * L``), ``G`` (``P``), ``BT`` (``P``, receives ``exp(-2 |lam|)``), ``CV`` (``[threads, K + 3 max(sizes)]``). Returns
+    the number of steps whose gradient was not identically zero. ``threads > 1`` splits the first
+    layer's rows over threads in blocks of :data:`ROWS_PER_TASK`; results do not depend on it.
+    """
+    L = sizes.shape[0] - 1
+    K = cfg[4]
+    P = lam.shape[0]
+    D = sizes[0]
+    act = cfg[0]
+    out_norm = cfg[1]
+    kind = cfg[2]
+    gate = hp[7]
+    n0 = sizes[1]
+    k0stride = D * n0
+    one = as_like(1.0, lam[0])
+    hoff = np.zeros(L + 1, dtype=np.int64)
+    for l in range(L):
+        hoff[l + 1] = hoff[l] + K * sizes[l + 1]
+    have_z0 = False
+    m2 = as_like(-2.0, lam[0])
+    for e in range(P):
+        BT[e] = fexp(m2 * abs(lam[e]))
+    C = sizes[L]
+    nblk = (n0 + ROWS_PER_TASK - 1) // ROWS_PER_TASK
+    applied = 0
+    for j in range(n_steps):
+        s = step0 + j
+        x = X[j]
+        if not have_z0:
+            for k in range(K):
+                for o in range(n0):
+                    Z0[k * n0 + o] = dot(W[k * k0stride + o * D:k * k0stride + (o + 1) * D], x)
+        for t in range(K * n0):
+            Z[t] = Z0[t]
+        # ---------------- forward
+        for l in range(L):
+            n_in = sizes[l]
+            n_out = sizes[l + 1]
+            if l > 0:
+                kstride = n_in * n_out
+                for k in range(K):
+                    for o in range(n_out):
+                        wo = K * poff[l] + k * kstride + o * n_in
+                        ao = hoff[l - 1] + k * n_in
+                        Z[hoff[l] + k * n_out + o] = dot(W[wo:wo + n_in], A[ao:ao + n_in])
+            hidden = l < L - 1
+            for k in range(K):
+                base = hoff[l] + k * n_out
+                if hidden or out_norm:
+                    _layer_norm_act(Z, XH, A, RS[l * K + k:], base, n_out, hp[8], act, gate, hidden)
+                else:
+                    for o in range(n_out):
+                        A[base + o] = Z[base + o]
+                        XH[base + o] = Z[base + o]
+        # ---------------- loss gradient, output norm
+        lb = hoff[L - 1]
+        y = Y[j]
+        for k in range(K):
+            base = lb + k * C
+            mx = A[base]
+            for cc in range(1, C):
+                mx = max(mx, A[base + cc])
+            ssum = 0.0
+            for cc in range(C):
+                ssum += math.exp(A[base + cc] - mx)
+            for cc in range(C):
+                pr = math.exp(A[base + cc] - mx) / ssum
+                DA[k * C + cc] = (pr - (1.0 if cc == y else 0.0)) / K
+        for k in range(K):
+            base = lb + k * C
+            if out_norm:
+                r = RS[(L - 1) * K + k]
+                s1 = 0.0
+                s2 = 0.0
+                for cc in range(C):
+                    s1 += DA[k * C + cc]
+                    s2 += DA[k * C + cc] * XH[base + cc]
+                s1 /= C
+                s2 /= C
+                for cc in range(C):
+                    DZ[base + cc] = r * (DA[k * C + cc] - s1 - XH[base + cc] * s2)
+            else:
+                for cc in range(C):
+                    DZ[base + cc] = DA[k * C + cc]
+        # ---------------- backward through hidden layers
+        for l in range(L - 1, 0, -1):
+            n_in = sizes[l]
+            n_out = sizes[l + 1]
+            kstride = n_in * n_out
+            for k in range(K):
+                for i in range(n_in):
+                    DA[k * n_in + i] = 0
+                da_ = DA[k * n_in:(k + 1) * n_in]
+                for o in range(n_out):
+                    cz = DZ[hoff[l] + k * n_out + o]
+                    wo = K * poff[l] + k * kstride + o * n_in
+                    w_ = W[wo:wo + n_in]
+                    for i in range(n_in):
+                        da_[i] += cz * w_[i]
+                base = hoff[l - 1] + k * n_in
+                for i in range(n_in):
+                    DA[k * n_in + i] *= _act_grad(XH[base + i], act, gate)
+                r = RS[(l - 1) * K + k]
+                s1 = 0.0
+                s2 = 0.0
+                for i in range(n_in):
+                    s1 += DA[k * n_in + i]
+                    s2 += DA[k * n_in + i] * XH[base + i]
+                s1 /= n_in
+                s2 /= n_in
+                for i in range(n_in):
+                    DZ[base + i] = r * (DA[k * n_in + i] - s1 - XH[base + i] * s2)
+        # ---------------- gradients of the upper layers (small); is the whole gradient zero?
+        nonzero = False
+        cvec = CV[0]
+        for l in range(1, L):
+            n_in = sizes[l]
+            n_out = sizes[l + 1]
+            kstride = n_in * n_out
+            for o in range(n_out):
+                e0 = poff[l] + o * n_in
+                for k in range(K):
+                    cvec[k] = DZ[hoff[l] + k * n_out + o]
+                row_step(lam, prior, W, G, e0, K * poff[l] + o * n_in, kstride, n_in, K, cvec, A, hoff[l - 1], n_in,
+                         False, False, False, kind, hp, key, 0, BT, Z0, 0, 0, x, False)
+                if not nonzero:
+                    for i in range(n_in):
+                        if G[e0 + i] != 0:
+                            nonzero = True
+                            break
+        if not nonzero:
+            # rare: decide from the first layer's gradient computed explicitly
+            anyc = False
+            for t in range(K * n0):
+                if DZ[t] != 0:
+                    anyc = True
+            if anyc:
+                for o in range(n0):
+                    for k in range(K):
+                        cvec[k] = DZ[k * n0 + o]
+                    row_step(lam, prior, W, G, o * D, o * D, k0stride, D, K, cvec, x, 0, 0, False, False, False,
+                             kind, hp, key, 0, BT, Z0, 0, 0, x, False)
+                    for i in range(D):
+                        if G[o * D + i] != 0:
+                            nonzero = True
+        if nonzero:
+            applied += 1
+        # ---------------- update + resample: upper layers, then the fused first-layer pass
+        cbase = s + 1  # the step whose samples are drawn
+        have_next = j + 1 < n_steps
+        for l in range(1, L):
+            n_in = sizes[l]
+            n_out = sizes[l + 1]
+            _rows(lam, prior, W, G, 0, n_out, poff[l], K * poff[l], n_in, n_in * n_out, K, DZ, hoff[l], n_out,
+                  A, 0, 0, True, nonzero, kind, hp, key, cbase, BT, CV[0], Z0, x, False)
+        xn = X[j + 1] if have_next else x
+        if threads > 1:
+            for blk in prange(nblk):
+                tid = get_thread_id()
+                r1 = min(n0, (blk + 1) * ROWS_PER_TASK)
+                _rows(lam, prior, W, G, blk * ROWS_PER_TASK, r1, 0, 0, D, k0stride, K, DZ, 0, n0, x, 0, 0, False,
+                      nonzero, kind, hp, key, cbase, BT, CV[tid], Z0, xn, have_next)
+        else:
+            _rows(lam, prior, W, G, 0, n0, 0, 0, D, k0stride, K, DZ, 0, n0, x, 0, 0, False, nonzero, kind, hp, key,
+                  cbase, BT, CV[0], Z0, xn, have_next)
+        have_z0 = have_next
+    return applied
+
+
+def make_scratch(sizes, K: int, threads: int, dtype) -> tuple:
+    """Scratch arrays of :func:`train_steps_b1` (after ``Z0``), allocated once per method object."""
+    L = len(sizes) - 1
+    H = K * int(sum(sizes[1:]))
+    maxw = int(max(sizes))
+    P = int(sum(a * b for a, b in zip(sizes[:-1], sizes[1:])))
+    return (np.zeros(K * int(sizes[1]), dtype), np.zeros(H, dtype), np.zeros(H, dtype), np.zeros(H, dtype),
+            np.zeros(H, dtype), np.zeros(K * maxw, dtype), np.zeros(K * L, np.float64), np.zeros(P, dtype),
+            np.zeros(P, dtype), np.zeros((threads, K + 3 * maxw), dtype))
+
+
+# ----------------------------------------------------------------------------- evaluation
+@njit(cache=True, error_model="numpy", nogil=True, boundscheck=False, fastmath={"reassoc", "nsz", "contract"})
+def dot4x2(w0, w1, x0, x1, x2, x3, out):
+    """The eight dot products of weight rows ``w0, w1`` with inputs ``x0..x3`` into ``out[0:8]``
+    (``out[2 r + j] = w_j . x_r``). One compiled function with one summation order for every slot,
+    so a result does not depend on which slot (or which batch) an input occupies."""
+    z = as_like(0.0, w0[0])
+    s00 = z
+    s01 = z
+    s10 = z
+    s11 = z
+    s20 = z
+    s21 = z
+    s30 = z
+    s31 = z
+    for i in range(w0.shape[0]):
+        a = w0[i]
+        b = w1[i]
+        v0 = x0[i]
+        v1 = x1[i]
+        v2 = x2[i]
+        v3 = x3[i]
+        s00 += a * v0
+        s01 += b * v0
+        s10 += a * v1
+        s11 += b * v1
+        s20 += a * v2
+        s21 += b * v2
+        s30 += a * v3
+        s31 += b * v3
+    out[0] = s00
+    out[1] = s01
+    out[2] = s10
+    out[3] = s11
+    out[4] = s20
+    out[5] = s21
+    out[6] = s30
+    out[7] = s31
+
+
+@njit(parallel=True, **_OPTS)
+def hard_forward(Xp, B, W, sizes, poff, cfg, hp, K, threads, n_pool, out):
+    """Logits ``out [K, B, C]`` of the first ``B`` rows of ``Xp`` (rows padded to a multiple of 4 with
+    zeros) under the K hard weight sets in ``W`` (layout of :mod:`bimu.engine.kernels`).
+
+    The first layer runs four examples by two weight rows at a time (:func:`dot4x2`), the upper layers
+    use :func:`dot`; every example follows the same arithmetic wherever it sits in the batch.
+    ``threads > 1`` splits blocks of four examples over threads (``n_pool``: size of numba's pool).
+    """
+    L = sizes.shape[0] - 1
+    D = sizes[0]
+    act = cfg[0]
+    out_norm = cfg[1]
+    gate = hp[7]
+    eps = hp[8]
+    maxw = 0
+    for l in range(1, L + 1):
+        maxw = max(maxw, sizes[l])
+    nblk = Xp.shape[0] // 4
+    S = np.zeros((n_pool, 3, K * 4 * maxw), dtype=W.dtype)
+    tmp = np.zeros((n_pool, 8), dtype=W.dtype)
+    rs = np.zeros((n_pool, 1), dtype=np.float64)
+    zero_row = np.zeros(D, dtype=W.dtype)
+    if threads > 1:
+        for blk in prange(nblk):
+            t = get_thread_id()
+            _hard_block(Xp, B, W, sizes, poff, act, out_norm, gate, eps, K, blk, zero_row, S[t, 0], S[t, 1],
+                        S[t, 2], rs[t], tmp[t], out)
+    else:
+        for blk in range(nblk):
+            _hard_block(Xp, B, W, sizes, poff, act, out_norm, gate, eps, K, blk, zero_row, S[0, 0], S[0, 1],
+                        S[0, 2], rs[0], tmp[0], out)
+
+
+@njit(**_OPTS)
+def _hard_block(Xp, B, W, sizes, poff, act, out_norm, gate, eps, K, blk, zero_row, cur, nxt, xh, rs, tmp, out):
+    """One block of four examples through the whole network (see :func:`hard_forward`)."""
+    L = sizes.shape[0] - 1
+    D = sizes[0]
+    C = sizes[L]
+    n0 = sizes[1]
+    b0 = blk * 4
+    nb = min(4, B - b0)
+    for k in range(K):
+        wk = k * D * n0
+        for o in range(0, n0, 2):
+            w0 = W[wk + o * D:wk + (o + 1) * D]
+            w1 = W[wk + (o + 1) * D:wk + (o + 2) * D] if o + 1 < n0 else zero_row
+            dot4x2(w0, w1, Xp[b0], Xp[b0 + 1], Xp[b0 + 2], Xp[b0 + 3], tmp)
+            for r in range(4):
+                nxt[(k * 4 + r) * n0 + o] = tmp[2 * r]
+                if o + 1 < n0:
+                    nxt[(k * 4 + r) * n0 + o + 1] = tmp[2 * r + 1]
+    for l in range(L):
+        n_in = sizes[l]
+        n_out = sizes[l + 1]
+        if l > 0:
+            kstride = n_in * n_out
+            for k in range(K):
+                for o in range(n_out):
+                    wo = K * poff[l] + k * kstride + o * n_in
+                    for r in range(nb):
+                        ao = (k * 4 + r) * n_in
+                        nxt[(k * 4 + r) * n_out + o] = dot(W[wo:wo + n_in], cur[ao:ao + n_in])
+        hidden = l < L - 1
+        for k in range(K):
+            for r in range(nb):
+                base = (k * 4 + r) * n_out
+                if hidden or out_norm:
+                    _layer_norm_act(nxt, xh, cur, rs, base, n_out, eps, act, gate, hidden)
+                else:
+                    for o in range(n_out):
+                        cur[base + o] = nxt[base + o]
+    for k in range(K):
+        for r in range(nb):
+            for c in range(C):
+                out[k, b0 + r, c] = cur[(k * 4 + r) * C + c]
