@@ -1,21 +1,30 @@
 """Specialised kernels for the product's main case: batch size 1, temperature 1 (numba, ``cache=True``).
 
-Same layouts, counters and arithmetic as :func:`bimu.engine.kernels.train_steps` (results are
-bit-identical to it), organised for speed:
+Same layouts, counters and update rule as :func:`bimu.engine.kernels.train_steps` (the arithmetic of
+the update is rearranged to one division, so results agree with it to rounding, not bit for bit),
+organised for speed:
 
+* every index into a big array goes through a row slice (``a[e0:e0+n][i]`` with ``i`` from
+  ``range``): numba's negative-index wraparound code on ``a[e0 + i]`` kept the loops scalar and was
+  the main cost of the previous kernels (about 18x on the gradient loop);
 * one pass per step over each row of the first layer (the bulk of the parameters) does everything
-  that touches the row: accumulate the gradient over the K samples, apply the update, draw the next
-  step's K relaxed samples from the counter hash, and compute the next step's first-layer
-  pre-activations (K dot products with the next input) while the row is in L1 cache;
-* the row work lives in one compiled, non-inlined function (:func:`row_step`) whose loops
-  vectorise (float32 AVX2: ``error_model='numpy'`` divisions, the bit-cast ``fexp``, branch-free
-  selects); the serial and the threaded drivers call the same compiled function, so results do not
-  depend on the thread count;
-* no allocation inside the step loop: scratch is passed in by the caller (allocated once per method).
+  that touches the row while it is in L1 cache: accumulate the gradient over the K samples, apply
+  the update, draw the next step's K relaxed samples, and compute the next step's first-layer
+  pre-activations (K dot products with the next input);
+* one exp per parameter and step: ``exp(-2|lambda|)`` of the new lambda is kept (``BT``) for the next
+  step's update and is what the T = 1 sampling identity needs;
+* the relaxed uniforms come from a 32-bit hash keyed per row (:func:`bimu.engine.rng.relaxed_uniforms`),
+  which vectorises with 32-bit integer lanes;
+* the row work lives in one compiled, non-inlined function (:func:`row_step`, FMA contraction on)
+  whose loops vectorise (float32 AVX2); the serial and the threaded drivers call the same compiled
+  function, so results do not depend on the thread count or on how steps are grouped into calls;
+* no allocation inside the step loop: scratch is allocated once per method object
+  (:func:`make_scratch`).
 
-Evaluation (:func:`hard_logits_fast`): the K hard weight sets are drawn once per call and the first
-layer is computed by a register-blocked kernel (:func:`dot4`, four examples per weight-row load) on a
-batch padded to a multiple of four, so an example's result does not depend on its batch.
+Evaluation (:func:`hard_forward`): the K hard weight sets are drawn once per call
+(:func:`bimu.engine.kernels.sample_weights`) and the first layer is computed by a register-blocked
+kernel (:func:`dot4x2`: four examples by two weight rows) on a batch padded to a multiple of four,
+so an example's result does not depend on its batch.
 """
 
 from __future__ import annotations
@@ -164,7 +173,8 @@ def train_steps_b1(X, Y, n_steps, lam, prior, W, sizes, poff, cfg, hp, key, step
                    RS, G, BT, CV):
     """``n_steps`` online steps of batch size 1 at temperature 1 (rows of ``X`` / ``Y`` in order).
 
-    Same contract and result as :func:`bimu.engine.kernels.train_steps` with ``B = 1``; no allocation.
+    Same contract as :func:`bimu.engine.kernels.train_steps` with ``B = 1`` (results agree to rounding);
+    no allocation.
     Scratch (see :func:`make_scratch`): ``Z0`` (``K * sizes[1]``, next first-layer pre-activations),
     ``Z, XH, A, DZ`` (``K * sum(sizes[1:])`` each), ``DA`` (``K * max(sizes)``), ``RS`` (float64,
     ``K * L``), ``G`` (``P``), ``BT`` (``P``, receives ``exp(-2 |lam|)``), ``CV`` (``[threads, K + 3 max(sizes)]``). Returns

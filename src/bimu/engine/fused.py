@@ -135,6 +135,22 @@ class _FusedBase(OnlineMethod):
         return out
 
     # ----------------------------------------------------------------- input checks
+    def check_batch(self, x: torch.Tensor, y: torch.Tensor | None = None) -> None:
+        """The base class's checks and errors, with the finiteness test done by numpy for CPU float
+        tensors (torch's ``isfinite(x).all()`` took ~80 ms on a 10,000 x 784 batch on a busy machine)."""
+        if not (x.dim() == 2 and x.shape[1] == self.sizes[0] and x.device.type == "cpu"
+                and x.dtype in (torch.float32, torch.float64)):
+            return super().check_batch(x, y)
+        if not np.isfinite(x.detach().numpy()).all():
+            raise ValueError("inputs contain NaN or infinite values")
+        if y is not None:
+            if y.dim() != 1 or y.shape[0] != x.shape[0]:
+                raise ValueError(f"labels must be [batch={x.shape[0]}], got {tuple(y.shape)}")
+            if y.numel() and (int(y.min()) < 0 or int(y.max()) >= self.n_classes):
+                raise ValueError(f"labels must lie in [0, {self.n_classes - 1}], got range "
+                                 f"[{int(y.min())}, {int(y.max())}]")
+        return None
+
     def _as_inputs(self, x, y=None):
         x = torch.as_tensor(x)
         if y is not None:
@@ -203,8 +219,11 @@ class _FusedBase(OnlineMethod):
         W = np.empty(n * self.n_params, dtype=self.dtype)
         kernels.sample_weights(self.lam, W, self._sizes, self._poff, n, key, cbase, True, self._hp[6])
         B = xn.shape[0]
-        Xp = np.zeros(((B + 3) // 4 * 4, xn.shape[1]), dtype=self.dtype)
-        Xp[:B] = xn
+        if B % 4 == 0:
+            Xp = xn
+        else:  # rows padded with zeros to a multiple of 4 (each example's arithmetic stays the same)
+            Xp = np.zeros(((B + 3) // 4 * 4, xn.shape[1]), dtype=self.dtype)
+            Xp[:B] = xn
         out = np.empty((n, B, self.sizes[-1]), dtype=self.dtype)
         fastpath.hard_forward(Xp, B, W, self._sizes, self._poff, self._cfg, self._hp, n, self.threads,
                               numba.config.NUMBA_NUM_THREADS, out)
@@ -284,7 +303,12 @@ class FusedBiMU(_FusedBase):
     """BiMU in the fused engine; same ``info``, hyperparameters and presets as the torch method.
 
     Extra constructor arguments: ``threads`` (rows of a layer are split over this many threads; the
-    results do not depend on it) and ``dtype`` (``"float32"`` or ``"float64"``).
+    results do not depend on it) and ``dtype`` (``"float32"`` or ``"float64"``). Batch-size-1 steps at
+    temperature 1 (``learn_many``, or ``learn`` on one example) run the specialised kernel of
+    :mod:`bimu.engine.fastpath`. Splitting a ~100 us step over threads needs a barrier per step, which
+    pays only on an otherwise idle machine; to use several cores on a shared one, run independent
+    methods (seeds, tasks) with ``threads=1`` side by side - the kernels release the GIL, so Python
+    threads suffice (see ``benchmarks/stream_speed.py``).
     """
 
     info = BiMUMethod.info
