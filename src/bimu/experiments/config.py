@@ -19,7 +19,7 @@ ValueError: unknown config key 'taks'; did you mean 'tasks'?
 >>> RunConfig.from_dict({"tasks": 0})
 Traceback (most recent call last):
 ...
-ValueError: config 'tasks' must be >= 1, got 0
+ValueError: config 'tasks' must be >= 1 or none, got 0
 """
 
 from __future__ import annotations
