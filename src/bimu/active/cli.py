@@ -43,7 +43,7 @@ def acquisition_from_args(args, seed: int = 0):
 
 def _benchmark_options(p):
     p.add_argument("benchmark", help="animals-ti, objects-ti (stand-ins), openloris, animals")
-    p.add_argument("--method", default="bimu")
+    p.add_argument("--method", default="bimu", help="registered method (default bimu)")
     p.add_argument("--preset", default=None, help="hyperparameter preset (default: the benchmark's)")
     p.add_argument("--hp", nargs="*", default=[], metavar="KEY=VALUE", help="hyperparameter overrides")
     p.add_argument("--data-dir", default=None, help="data directory (default $BIMU_DATA_DIR)")
@@ -52,7 +52,7 @@ def _benchmark_options(p):
     p.add_argument("--split", default="test", choices=("test", "validation"),
                    help="'validation' evaluates on 20%% of the training data (tuning)")
     p.add_argument("--standardize", action="store_true", help="streaming-safe per-feature standardisation")
-    p.add_argument("--seeds", type=int, nargs="+", default=[0])
+    p.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds (default 0)")
 
 
 def _load(args):
@@ -109,11 +109,12 @@ def add_parser(subparsers) -> None:
     """Register ``sweep-threshold`` and ``run-active`` on the top-level CLI."""
     p = subparsers.add_parser("sweep-threshold", help="accuracy vs queried fraction over thresholds and scores")
     _benchmark_options(p)
-    p.add_argument("--scores", nargs="+", default=["vr", "entropy", "aleatoric", "epistemic", "random"])
+    p.add_argument("--scores", nargs="+", default=["vr", "entropy", "aleatoric", "epistemic", "random"],
+                   help="acquisition scores to sweep (default: vr entropy aleatoric epistemic random)")
     p.add_argument("--thresholds", type=float, nargs="*", default=None,
                    help="thresholds for every score (default: a grid per score)")
     p.add_argument("--grid", nargs="*", default=[], metavar="SCORE=V1,V2", help="per-score thresholds")
-    p.add_argument("--mc-samples", type=int, default=10)
+    p.add_argument("--mc-samples", type=int, default=10, help="K, hard MC samples per query decision (default 10)")
     p.add_argument("--jobs", type=int, default=1, help="parallel runs (processes)")
     p.add_argument("--no-baseline", action="store_true", help="skip the 100%%-update baseline run")
     p.add_argument("--out", required=True, help="output folder")

@@ -44,7 +44,7 @@ def add_parser(subparsers) -> None:
     c.add_argument("--run", default=None, help="take B_rate as updates/examples seen of this run's checkpoint")
     c.add_argument("--examples", type=int, default=32, help="examples per timing (default 32)")
     c.add_argument("--repeats", type=int, default=5, help="interleaved repeats, median kept (default 5)")
-    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--seed", type=int, default=0, help="seed of the random network and sampler (default 0)")
     c.add_argument("--json", default=None, help="also write the table as JSON to this file")
     c.set_defaults(func=run_compute_cost)
 

@@ -1,0 +1,41 @@
+"""`bimu --help` documents everything: every option of every (sub)command has a help text."""
+
+import argparse
+
+from bimu.cli import REPRODUCTIONS, build_parser, main
+
+
+def _undocumented(parser: argparse.ArgumentParser, prefix: str = "bimu") -> list[str]:
+    missing = []
+    for action in parser._actions:
+        if isinstance(action, argparse._HelpAction):
+            continue
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                missing += _undocumented(sub, f"{prefix} {name}")
+            continue
+        if not (action.help or "").strip() or action.help == argparse.SUPPRESS:
+            missing.append(f"{prefix} {'/'.join(action.option_strings) or action.dest}")
+    return missing
+
+
+def test_every_option_has_help():
+    assert _undocumented(build_parser()) == []
+
+
+def test_reproduce_dispatches_to_the_named_command(monkeypatch):
+    calls = []
+    import bimu.cli as cli
+
+    real_main = cli.main
+
+    def spy(argv=None):
+        calls.append(list(argv))
+        if argv and argv[0] == "reproduce":
+            return real_main(argv)
+        return 0
+
+    monkeypatch.setattr(cli, "main", spy)
+    assert spy(["reproduce", "compute-cost", "--k", "2"]) == 0
+    assert calls[-1] == [REPRODUCTIONS["compute-cost"], "--k", "2"]
+    assert main is real_main
