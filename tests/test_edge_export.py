@@ -92,3 +92,29 @@ def test_clear_errors(tmp_path):
         export_run(run, tmp_path / "o", "onnx")
     with pytest.raises(ValueError, match="format"):
         export_model(BinaryBayesianMLP([4, 2]), tmp_path / "o", "h5")
+
+
+def test_runner_checkpoints_of_both_engines_load(tmp_path):
+    """A checkpoint as the runner writes it (numpy accuracy matrix beside the method state), from the
+    torch path and from the fused engine, gives back the same lambdas."""
+    import numpy as np
+
+    from bimu.edge.export import load_run
+    from bimu.engine import create_fused
+    from bimu.methods import BiMUMethod, create_method
+
+    hp = BiMUMethod.resolve_hyperparameters({}, preset="pmnist-100")
+    torch_method = create_method("bimu", [12, 8, 3], seed=5, preset="pmnist-100")
+    fused_method = create_fused("bimu", [12, 8, 3], 5, hp)
+    for name, method in (("torch", torch_method), ("fused", fused_method)):
+        run = tmp_path / name
+        run.mkdir()
+        torch.save({"method_state": method.state_dict(), "R": np.full((2, 2), np.nan), "task": 0},
+                   run / "checkpoint.pt")
+        model, meta = load_run(run)
+        assert meta["method"] == "bimu"
+        assert [tuple(layer.lam.shape) for layer in model.layers] == [(8, 12), (3, 8)]
+    a = load_run(tmp_path / "torch")[0]
+    b = load_run(tmp_path / "fused")[0]
+    for la, lb in zip(a.layers, b.layers):
+        assert torch.allclose(la.lam, lb.lam)  # same seed -> same initial lambdas on both engines

@@ -56,7 +56,9 @@ def load_run(run_dir) -> tuple[BinaryBayesianMLP, dict]:
         hint = f"; pick one of its seed directories: {seeds}" if seeds else ""
         raise FileNotFoundError(f"no {CHECKPOINT_NAME} in {str(path)!r}{hint}")
     try:
-        state = torch.load(ckpt, map_location="cpu", weights_only=True)
+        # A run directory's checkpoint also holds the runner's state (numpy accuracy matrix, records):
+        # load it as `bimu run` does when it resumes (the file is the user's own run output).
+        state = torch.load(ckpt, map_location="cpu", weights_only=False)
     except Exception as exc:  # noqa: BLE001 - any unreadable file gets the same clear message
         raise ValueError(f"cannot read checkpoint {str(ckpt)!r}: {exc}") from exc
     if not isinstance(state, dict) or "method_state" not in state:
@@ -69,6 +71,9 @@ def model_from_method_state(ms: dict, source: str = "state") -> tuple[BinaryBaye
     method = ms.get("method", "?")
     modules = ms.get("modules") or {}
     model_state = modules.get("model") if isinstance(modules, dict) else None
+    if model_state is None and isinstance(modules, dict) and isinstance(modules.get("lam"), (list, tuple)):
+        # the fused engine's layout: one lambda tensor per layer
+        model_state = {f"layers.{i}.lam": torch.as_tensor(t) for i, t in enumerate(modules["lam"])}
     lam_keys = sorted((k for k in (model_state or {}) if re.fullmatch(r"layers\.\d+\.lam", k)),
                       key=lambda k: int(k.split(".")[1]))
     if not lam_keys or len(lam_keys) != len(model_state):
