@@ -180,14 +180,12 @@ class CostTable:
 
 def query_rate_from_run(run_dir) -> float:
     """Measured query rate ``updates_applied / examples_seen`` of a run's checkpoint."""
-    path = Path(run_dir)
-    ckpt = path / "checkpoint.pt" if path.is_dir() else path
-    if not ckpt.is_file():
-        raise FileNotFoundError(f"no checkpoint.pt in {str(path)!r}")
-    ms = torch.load(ckpt, map_location="cpu", weights_only=True).get("method_state", {})
+    from bimu.edge.export import read_checkpoint
+
+    ms = read_checkpoint(run_dir)["method_state"]
     seen, applied = ms.get("examples_seen"), ms.get("updates_applied")
     if not seen:
-        raise ValueError(f"{str(ckpt)!r} has no examples_seen counter (or it is 0)")
+        raise ValueError(f"{str(run_dir)!r} has no examples_seen counter (or it is 0)")
     return float(applied) / float(seen)
 
 

@@ -41,11 +41,11 @@ CHECKPOINT_NAME = "checkpoint.pt"
 
 
 # ---------------------------------------------------------------------------- reading runs
-def load_run(run_dir) -> tuple[BinaryBayesianMLP, dict]:
-    """The network stored in a run directory's ``checkpoint.pt`` (or that file), and its metadata.
+def read_checkpoint(run_dir) -> dict:
+    """The checkpoint dict of a run directory (or of a checkpoint file), with ``method_state``.
 
-    Raises FileNotFoundError for a missing directory or checkpoint, ValueError for a checkpoint
-    that does not hold a network of the supported family (``layers.{i}.lam`` Bernoulli layers).
+    Raises FileNotFoundError for a missing directory or checkpoint, ValueError for an unreadable
+    file or one that is not a bimu checkpoint.
     """
     path = Path(run_dir)
     if not path.exists():
@@ -63,7 +63,17 @@ def load_run(run_dir) -> tuple[BinaryBayesianMLP, dict]:
         raise ValueError(f"cannot read checkpoint {str(ckpt)!r}: {exc}") from exc
     if not isinstance(state, dict) or "method_state" not in state:
         raise ValueError(f"{str(ckpt)!r} is not a bimu checkpoint (no 'method_state')")
-    return model_from_method_state(state["method_state"], source=str(ckpt))
+    return state
+
+
+def load_run(run_dir) -> tuple[BinaryBayesianMLP, dict]:
+    """The network stored in a run directory's ``checkpoint.pt`` (or that file), and its metadata.
+
+    Errors as :func:`read_checkpoint`, and ValueError for a checkpoint that does not hold a network
+    of the supported family (``layers.{i}.lam`` Bernoulli layers).
+    """
+    state = read_checkpoint(run_dir)
+    return model_from_method_state(state["method_state"], source=str(run_dir))
 
 
 def model_from_method_state(ms: dict, source: str = "state") -> tuple[BinaryBayesianMLP, dict]:
