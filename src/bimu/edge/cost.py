@@ -23,7 +23,6 @@ import dataclasses
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import numpy as np
 import torch
