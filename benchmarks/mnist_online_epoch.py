@@ -9,24 +9,14 @@ the paper reports 94.67 +- 0.11 single-task accuracy) and the torch-path steps/s
 from __future__ import annotations
 
 import argparse
-import gzip
 import os
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 
+from bimu.data.mnist import load_dataset
 from bimu.methods import create_method
-
-
-def read_idx(path: Path) -> np.ndarray:
-    """Read a (gzipped) IDX file into a numpy array."""
-    with gzip.open(path, "rb") as f:
-        data = f.read()
-    ndim = data[3]
-    dims = [int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim)]
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
 
 
 def main() -> None:
@@ -38,11 +28,11 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    root = Path(args.data_dir) / "mnist"
-    xtr = read_idx(root / "train-images-idx3-ubyte.gz").reshape(-1, 784).astype(np.float32) / 255
-    ytr = read_idx(root / "train-labels-idx1-ubyte.gz").astype(np.int64)
-    xte = read_idx(root / "t10k-images-idx3-ubyte.gz").reshape(-1, 784).astype(np.float32) / 255
-    yte = read_idx(root / "t10k-labels-idx1-ubyte.gz").astype(np.int64)
+    xtr, ytr = load_dataset("mnist", "train", args.data_dir)
+    xte, yte = load_dataset("mnist", "test", args.data_dir)
+    xtr = xtr.reshape(-1, 784).astype(np.float32) / 255
+    xte = xte.reshape(-1, 784).astype(np.float32) / 255
+    ytr, yte = ytr.astype(np.int64), yte.astype(np.int64)
     mean, std = xtr.mean(), xtr.std()
     xtr, xte = (xtr - mean) / std, (xte - mean) / std
     order = np.random.default_rng(args.seed).permutation(len(xtr))[: args.train_limit]

@@ -12,7 +12,6 @@ machine's load (``uptime``) before and after: on a shared machine, compare ratio
 from __future__ import annotations
 
 import argparse
-import gzip
 import os
 import subprocess
 import threading
@@ -23,21 +22,17 @@ import numpy as np
 import torch
 
 
-def _read_idx(path: Path, offset: int) -> np.ndarray:
-    with gzip.open(path, "rb") as f:
-        return np.frombuffer(f.read(), dtype=np.uint8, offset=offset)
-
-
 def load_mnist(data_dir: Path):
-    """(X_train, y_train, X_test, y_test): float32 standardised images [n, 784], int64 labels."""
-    d = data_dir / "mnist"
-    xtr = _read_idx(d / "train-images-idx3-ubyte.gz", 16).reshape(-1, 784).astype(np.float32) / 255.0
-    ytr = _read_idx(d / "train-labels-idx1-ubyte.gz", 8).astype(np.int64)
-    xte = _read_idx(d / "t10k-images-idx3-ubyte.gz", 16).reshape(-1, 784).astype(np.float32) / 255.0
-    yte = _read_idx(d / "t10k-labels-idx1-ubyte.gz", 8).astype(np.int64)
-    xtr = (xtr - xtr.mean()) / xtr.std()
-    xte = (xte - xte.mean()) / xte.std()
-    return xtr, ytr, xte, yte
+    """(X_train, y_train, X_test, y_test): float32 images [n, 784] /255 standardised with the
+    training statistics, int64 labels (read and checksum-verified by :mod:`bimu.data`)."""
+    from bimu.data.mnist import load_dataset
+
+    xtr, ytr = load_dataset("mnist", "train", data_dir)
+    xte, yte = load_dataset("mnist", "test", data_dir)
+    xtr = xtr.reshape(-1, 784).astype(np.float32) / 255.0
+    xte = xte.reshape(-1, 784).astype(np.float32) / 255.0
+    mean, std = xtr.mean(), xtr.std()
+    return (xtr - mean) / std, ytr.astype(np.int64), (xte - mean) / std, yte.astype(np.int64)
 
 
 def _uptime() -> str:
