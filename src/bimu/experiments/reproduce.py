@@ -205,11 +205,11 @@ def rows_activation(opts: Options) -> list[Row]:
             paper = dict(zip(("acc", "auc", "mmrr", "one_task"), PAPER_ACTIVATION[(method, act)]))
             label = [METHOD_NAMES[method], "ReLU" if act == "relu" else act.upper() if act == "rbg" else "Sign"]
             if declared:
-                cfg = base_config(opts, tasks_full=100, method=method, train_limit=200, test_limit=200,
+                cfg = base_config(opts, tasks_full=100, method=method, train_limit=100, test_limit=100,
                                   overrides={"activation": act})
                 rows.append(Row(label, f"{method}-{act}", cfg, paper))
             elif act == first:
-                cfg = base_config(opts, tasks_full=100, method=method, train_limit=200, test_limit=200)
+                cfg = base_config(opts, tasks_full=100, method=method, train_limit=100, test_limit=100)
                 rows.append(Row(label, f"{method}-default", cfg, paper,
                                 note=f"{method} declares no 'activation' hyperparameter: this row is its "
                                      f"built-in activation ({label[1]} in the paper)"))
