@@ -119,3 +119,17 @@ def test_full_scale_configs_follow_the_paper():
     t1 = rp.rows_pmnist_1000(opts)
     assert [r.config.method for r in t1] == list(rp.PAPER_METHOD_ORDER)
     assert all(r.config.tasks == 1000 and r.config.eval_all_every == 0 and r.config.eval_final == "last" for r in t1)
+
+
+def test_ood_auc_and_mmrr_cells():
+    import numpy as np
+
+    assert rp.ood_auc_of({"ood_auc": {"epistemic": 0.9, "aleatoric": 0.6}}) == 0.9
+    assert rp.ood_auc_of({"ood_auc": {"aleatoric": 0.6}}) == 0.6
+    assert rp.ood_auc_of({}) is None
+    R1 = np.array([[0.9, np.nan], [0.5, 0.8]])
+    R2 = np.array([[0.7, np.nan], [0.5, 0.6]])
+    # seed-averaged: max 0.8, final 0.7 -> 1 / (0.1 + eps)
+    cell = rp.seed_averaged_mmrr([{"_R": R1}, {"_R": R2}])
+    assert abs(float(cell) - 10.0) < 0.01
+    assert rp.seed_averaged_mmrr([]) == "-"

@@ -69,11 +69,19 @@ PAPER_ACTIVATION: dict[tuple[str, str], tuple[str, str, str, str]] = {
 # Quantities read from each seed's summary.json: key -> (header, getter, scale, digits).
 QUANTITIES: dict[str, tuple[str, Callable[[dict], Any], float, int]] = {
     "acc": ("Mean acc. last 5 tasks (%)", lambda s: s.get("last_k_acc"), 100.0, 2),
-    "auc": ("OOD det. (AUC)", lambda s: (s.get("ood_auc") or {}).get("epistemic"), 1.0, 2),
+    "auc": ("OOD det. (AUC)", lambda s: ood_auc_of(s), 1.0, 2),
     "mmrr": ("MMRR", lambda s: s.get("mmrr"), 1.0, 2),
     "one_task": ("Acc. 1 task (%)", lambda s: s.get("first_task_acc"), 100.0, 2),
 }
 """What the run tables report, from each seed's ``summary.json``."""
+
+
+def ood_auc_of(summary: dict) -> float | None:
+    """The OOD ROC-AUC of one seed: the epistemic score, or the aleatoric one (predictive entropy) for a
+    deterministic method that has no epistemic uncertainty; ``None`` if neither was measured."""
+    auc = summary.get("ood_auc") or {}
+    v = auc.get("epistemic")
+    return v if isinstance(v, (int, float)) else auc.get("aleatoric")
 
 
 def seeds_of(n: int) -> tuple[int, ...]:
@@ -294,7 +302,7 @@ def run_rows(entry: Entry, opts: Options, log=None) -> tuple[list[Row], dict[str
         cfg = row.config.replace(out=str(row_dir(opts, entry.name, row)))
         results, rc = run_experiment(cfg, progress=opts.progress, log=log)
         code = max(code, rc)
-        summaries[row.slug] = [results[s]["summary"] for s in sorted(results)
+        summaries[row.slug] = [dict(results[s]["summary"], _R=results[s].get("R")) for s in sorted(results)
                                if results[s].get("summary", {}).get("complete")]
     return rows, summaries, code
 
@@ -313,7 +321,12 @@ def run_table(entry: Entry, opts: Options, rows: Sequence[Row], summaries: dict[
         summ = summaries.get(row.slug, [])
         for q in entry.quantities:
             _, get, scale, digits = QUANTITIES[q]
-            cells.append("n/a" if row.config is None else fmt_pm([get(s) for s in summ], scale, digits))
+            if row.config is None:
+                cells.append("n/a")
+            elif q == "mmrr":
+                cells.append(seed_averaged_mmrr(summ))
+            else:
+                cells.append(fmt_pm([get(s) for s in summ], scale, digits))
             cells.append(row.paper.get(q, "-"))
         cells.append("n/a" if row.config is None else (",".join(str(s.get("seed")) for s in summ) or "-"))
         out_rows.append(cells)
@@ -323,8 +336,26 @@ def run_table(entry: Entry, opts: Options, rows: Sequence[Row], summaries: dict[
         notes.append("quick scale: 2 tasks on a few hundred examples; numbers are a smoke test, "
                      "not comparable with the paper's")
     notes.append(f"runs under {Path(opts.out) / 'runs' / opts.scale / entry.name}; mean ± std over seeds "
-                 "(sample std); OOD AUC is the epistemic score vs Fashion-MNIST")
+                 "(sample std); OOD AUC is the epistemic score vs Fashion-MNIST "
+                 "(aleatoric for deterministic methods); MMRR (one number, as in the "
+                 "paper) is computed from the seed-averaged accuracy matrices")
     return Table(entry.title + ("" if opts.scale == "full" else " [quick]"), header, out_rows, notes)
+
+
+def seed_averaged_mmrr(summaries: Sequence[dict]) -> str:
+    """MMRR as the paper reports it (one number): from the seed-averaged accuracy matrices
+    (:func:`~bimu.metrics.mmrr_seed_averaged`); ``-`` without complete runs."""
+    import numpy as np
+
+    from bimu.metrics import mmrr_seed_averaged
+
+    mats = [np.asarray(s["_R"], dtype=float) for s in summaries if s.get("_R") is not None]
+    if not mats or len({m.shape for m in mats}) != 1:
+        return "-"
+    try:
+        return f"{mmrr_seed_averaged(mats):.2f}"
+    except ValueError:
+        return "-"
 
 
 def reproduce(name: str, opts: Options, log=None) -> tuple[Table, dict[str, Path], int]:
