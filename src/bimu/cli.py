@@ -198,8 +198,23 @@ def cmd_demo(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------- parser
 REPRODUCTIONS: dict[str, str] = {
     "compute-cost": "compute-cost",
+    "memory-footprint": "reproduce",
+    "memory-window": "reproduce",
+    "activation": "reproduce",
+    "pmnist-1000": "reproduce",
 }
-"""``bimu reproduce NAME`` -> the subcommand that regenerates it (the compute-cost appendix table)."""
+"""``bimu reproduce NAME`` -> the subcommand that regenerates it (the compute-cost appendix table), or
+``"reproduce"`` for the tables built by :mod:`bimu.experiments.reproduce` (runs, then a report)."""
+
+
+def cmd_reproduce(args) -> int:
+    """``bimu reproduce NAME``: forward to the named command, or run :mod:`bimu.experiments.reproduce`."""
+    target = REPRODUCTIONS[args.name]
+    if target != "reproduce":
+        return main([target, *args.options])
+    from bimu.experiments.reproduce import cli as reproduce_cli
+
+    return reproduce_cli(args.name, args, args.options)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -280,11 +295,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("reproduce", help="regenerate a table or figure of the paper",
                        description="Regenerate one of the paper's tables or figures. Available: "
-                                   + ", ".join(f"{k} (= bimu {v})" for k, v in REPRODUCTIONS.items())
-                                   + ". Options after the name go to that command.")
+                                   + ", ".join(k + ("" if v == "reproduce" else f" (= bimu {v})")
+                                               for k, v in REPRODUCTIONS.items())
+                                   + ". The run tables write one run directory per configuration and seed under "
+                                     "OUT/runs (completed runs are reused) and the table as OUT/NAME.md, .csv and "
+                                     ".tex beside the paper's numbers. For compute-cost, options after the name go "
+                                     "to that command.",
+                       epilog="Example: bimu reproduce memory-window --seeds 5 --scale full --out repro")
+    from bimu.experiments.reproduce import add_options as add_reproduce_options
+
+    add_reproduce_options(r)
     r.add_argument("name", choices=sorted(REPRODUCTIONS), help="what to reproduce")
-    r.add_argument("options", nargs=argparse.REMAINDER, help="options of the underlying command")
-    r.set_defaults(func=lambda a: main([REPRODUCTIONS[a.name], *a.options]))
+    r.add_argument("options", nargs=argparse.REMAINDER,
+                   help="options after NAME (--seeds, --scale, --out, ...; for compute-cost: its own options)")
+    r.set_defaults(func=cmd_reproduce)
     return parser
 
 

@@ -1,0 +1,413 @@
+"""``bimu reproduce NAME``: regenerate one of the paper's tables (runs, then a report).
+
+Each entry of :data:`ENTRIES` lists the table's rows; a row is one configuration (a
+:class:`~bimu.experiments.config.RunConfig`) run through :func:`~bimu.experiments.runner.run_experiment`
+into its own folder ``OUT/runs/<scale>/<entry>/<row>/`` (one run directory per seed below it), so a
+second invocation reuses every completed run (the runner skips them) and resumes interrupted ones.
+The report is written as ``OUT/<entry>.md``, ``.csv`` and ``.tex``: mean ± std over seeds of each
+quantity, the paper's own number in the adjacent column.
+
+Scales: ``full`` is the paper's protocol; ``quick`` is a smoke test (2 tasks, a few hundred examples)
+whose numbers are not comparable with the paper's.
+
+>>> seeds_of(3)
+(0, 1, 2)
+>>> latex_escape("acc (%) ± 1")
+'acc (\\\\%) $\\\\pm$ 1'
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import io
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from bimu.experiments.config import RunConfig
+
+SCALES = ("full", "quick")
+
+PAPER_METHOD_ORDER = ("bimu", "bayesbinn", "synaptic-metaplasticity", "ste", "mesu", "ewc-online", "si", "sgd")
+"""The methods of Table 1, in the paper's order (registered names)."""
+
+METHOD_NAMES = {"bimu": "BiMU", "bayesbinn": "BayesBiNN", "synaptic-metaplasticity": "Syn. Meta.", "ste": "STE",
+                "mesu": "MESU", "ewc-online": "EWC O.", "si": "SI", "sgd": "SGD"}
+"""Display names of the methods as the paper's tables spell them."""
+
+# Appendix "Memory window ablation" (tab:pmnist-memory-window): N -> (acc last 5, OOD AUC, MMRR).
+PAPER_MEMORY_WINDOW: dict[Any, tuple[str, str, str]] = {
+    100: ("27.09 ± 0.57", "0.99 ± 0.00", "216.45"),
+    400: ("73.46 ± 2.59", "1.00 ± 0.00", "574.72"),
+    700: ("90.29 ± 0.24", "0.99 ± 0.01", "215.52"),
+    1000: ("89.07 ± 0.28", "0.98 ± 0.01", "46.30"),
+    1300: ("87.67 ± 0.33", "0.97 ± 0.02", "28.36"),
+    1600: ("86.94 ± 0.29", "0.96 ± 0.02", "24.91"),
+    1900: ("86.55 ± 0.24", "0.96 ± 0.02", "21.01"),
+    100000: ("83.70 ± 0.30", "0.94 ± 0.05", "13.13"),
+    "bayesbinn": ("67.91 ± 0.96", "0.75 ± 0.20", "5.03"),
+}
+"""The paper's memory-window table (100-task Permuted MNIST, 100 hidden units)."""
+
+# Appendix "Activation function ablation" (tab:gate-ablation):
+# (method, activation) -> (acc last 5, OOD AUC, MMRR, acc 1 task).
+PAPER_ACTIVATION: dict[tuple[str, str], tuple[str, str, str, str]] = {
+    ("bayesbinn", "sign"): ("66.40 ± 0.97", "0.54 ± 0.19", "5.85", "90.27 ± 0.32"),
+    ("bayesbinn", "rbg"): ("67.41 ± 1.03", "0.76 ± 0.17", "4.99", "93.22 ± 0.09"),
+    ("bimu", "sign"): ("81.78 ± 0.58", "0.76 ± 0.08", "22.25", "92.89 ± 0.22"),
+    ("bimu", "rbg"): ("90.29 ± 0.24", "0.99 ± 0.01", "215.52", "94.67 ± 0.11"),
+    ("mesu", "relu"): ("93.51 ± 0.18", "0.91 ± 0.03", "500.02", "96.10 ± 0.18"),
+    ("mesu", "rbg"): ("92.35 ± 0.21", "0.80 ± 0.05", "943.44", "93.01 ± 0.20"),
+    ("synaptic-metaplasticity", "sign"): ("10.22 ± 0.05", "-", "9.92", "71.40 ± 1.48"),
+    ("synaptic-metaplasticity", "rbg"): ("11.35 ± 0.00", "-", "26.29", "13.20 ± 1.38"),
+}
+"""The paper's activation ablation table (100-task Permuted MNIST, 100 hidden units)."""
+
+# Quantities read from each seed's summary.json: key -> (header, getter, scale, digits).
+QUANTITIES: dict[str, tuple[str, Callable[[dict], Any], float, int]] = {
+    "acc": ("Mean acc. last 5 tasks (%)", lambda s: s.get("last_k_acc"), 100.0, 2),
+    "auc": ("OOD det. (AUC)", lambda s: ood_auc_of(s), 1.0, 2),
+    "mmrr": ("MMRR", lambda s: s.get("mmrr"), 1.0, 2),
+    "one_task": ("Acc. 1 task (%)", lambda s: s.get("first_task_acc"), 100.0, 2),
+}
+"""What the run tables report, from each seed's ``summary.json``."""
+
+
+def ood_auc_of(summary: dict) -> float | None:
+    """The OOD ROC-AUC of one seed: the epistemic score, or the aleatoric one (predictive entropy) for a
+    deterministic method that has no epistemic uncertainty; ``None`` if neither was measured."""
+    auc = summary.get("ood_auc") or {}
+    v = auc.get("epistemic")
+    return v if isinstance(v, (int, float)) else auc.get("aleatoric")
+
+
+def seeds_of(n: int) -> tuple[int, ...]:
+    """``--seeds N`` -> seeds ``0..N-1``."""
+    if int(n) < 1:
+        raise ValueError(f"--seeds must be >= 1, got {n}")
+    return tuple(range(int(n)))
+
+
+def latex_escape(text: str) -> str:
+    """Escape a table cell for LaTeX (``%``, ``&``, ``_``, ``#``; ``±`` as ``$\\pm$``)."""
+    out = str(text)
+    for a, b in (("\\", "\\textbackslash{}"), ("%", "\\%"), ("&", "\\&"), ("_", "\\_"), ("#", "\\#")):
+        out = out.replace(a, b)
+    return out.replace("±", "$\\pm$")
+
+
+@dataclasses.dataclass
+class Table:
+    """A report table: a title, a header and rows of cells (strings), plus notes under it."""
+
+    title: str
+    header: list[str]
+    rows: list[list[str]]
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+    def markdown(self) -> str:
+        """The table as markdown (title, table, notes)."""
+        lines = [f"## {self.title}", "", "| " + " | ".join(self.header) + " |",
+                 "|" + "|".join("---" for _ in self.header) + "|"]
+        lines += ["| " + " | ".join(r) + " |" for r in self.rows]
+        if self.notes:
+            lines += [""] + [f"- {n}" for n in self.notes]
+        return "\n".join(lines) + "\n"
+
+    def csv(self) -> str:
+        """The same table as CSV (header row first)."""
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(self.header)
+        w.writerows(self.rows)
+        return buf.getvalue()
+
+    def latex(self) -> str:
+        """The same table as a LaTeX ``tabular`` (booktabs rules) with the title as a comment."""
+        cols = "l" + "c" * (len(self.header) - 1)
+        lines = [f"% {self.title}", f"\\begin{{tabular}}{{{cols}}}", "\\toprule",
+                 " & ".join(latex_escape(h) for h in self.header) + " \\\\", "\\midrule"]
+        lines += [" & ".join(latex_escape(c) for c in r) + " \\\\" for r in self.rows]
+        lines += ["\\bottomrule", "\\end{tabular}"]
+        lines += [f"% {latex_escape(n)}" for n in self.notes]
+        return "\n".join(lines) + "\n"
+
+    def write(self, out: str | Path, name: str) -> dict[str, Path]:
+        """Write ``OUT/NAME.md``, ``.csv`` and ``.tex``; returns the paths by format."""
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        paths = {}
+        for ext, text in (("md", self.markdown()), ("csv", self.csv()), ("tex", self.latex())):
+            paths[ext] = out / f"{name}.{ext}"
+            paths[ext].write_text(text, encoding="utf-8")
+        return paths
+
+
+@dataclasses.dataclass
+class Row:
+    """One row of a run table: its label cells, its configuration (``None``: not applicable) and the
+    paper's numbers by quantity key."""
+
+    labels: list[str]
+    slug: str
+    config: RunConfig | None
+    paper: dict[str, str]
+    note: str = ""
+
+
+@dataclasses.dataclass
+class Options:
+    """What ``bimu reproduce`` was asked: seeds, scale, output folder, engine, data dir, threads."""
+
+    seeds: tuple[int, ...] = (0,)
+    scale: str = "full"
+    out: str = "reproduce"
+    engine: str = "auto"
+    data_dir: str | None = None
+    threads: int = 1
+    progress: bool | None = False
+
+
+def base_config(opts: Options, *, tasks_full: int, method: str, train_limit: int = 300, test_limit: int = 300,
+                **changes) -> RunConfig:
+    """The Permuted-MNIST (100 hidden units, paper preset) config of a row at the requested scale."""
+    quick = opts.scale == "quick"
+    d: dict[str, Any] = dict(benchmark="pmnist", method=method, hidden=(100,), seeds=opts.seeds,
+                             tasks=2 if quick else tasks_full, engine=opts.engine, threads=opts.threads,
+                             data_dir=opts.data_dir, ood=True, ood_every=0,
+                             train_limit=train_limit if quick else None, test_limit=test_limit if quick else None)
+    d.update(changes)
+    return RunConfig.from_dict(d)
+
+
+def _fmt_n(n) -> str:
+    return f"{n:,}".replace(",", " ") if isinstance(n, int) else str(n)
+
+
+def rows_memory_window(opts: Options) -> list[Row]:
+    """BiMU with each memory window N of the paper (quick: two of them), then BayesBiNN."""
+    ns = [n for n in PAPER_MEMORY_WINDOW if isinstance(n, int)]
+    if opts.scale == "quick":
+        ns = [100, 700]
+    rows = [Row([_fmt_n(n)], f"bimu-N{n}", base_config(opts, tasks_full=100, method="bimu",
+                                                         overrides={"memory_window": n}),
+                dict(zip(("acc", "auc", "mmrr"), PAPER_MEMORY_WINDOW[n]))) for n in ns]
+    rows.append(Row(["BayesBiNN"], "bayesbinn", base_config(opts, tasks_full=100, method="bayesbinn"),
+                    dict(zip(("acc", "auc", "mmrr"), PAPER_MEMORY_WINDOW["bayesbinn"]))))
+    return rows
+
+
+def rows_activation(opts: Options) -> list[Row]:
+    """Sign (ReLU for MESU) vs RBG for BayesBiNN, BiMU, MESU, Syn. Meta.; the activation is varied only
+    for methods that declare an ``activation`` hyperparameter, the others run their own default once and
+    their RBG row is reported as not applicable."""
+    from bimu.methods import get_method
+
+    rows = []
+    for method, first in (("bayesbinn", "sign"), ("bimu", "sign"), ("mesu", "relu"), ("synaptic-metaplasticity", "sign")):
+        declared = "activation" in get_method(method).hyperparameters
+        for act in (first, "rbg"):
+            paper = dict(zip(("acc", "auc", "mmrr", "one_task"), PAPER_ACTIVATION[(method, act)]))
+            label = [METHOD_NAMES[method], "ReLU" if act == "relu" else act.upper() if act == "rbg" else "Sign"]
+            if declared:
+                cfg = base_config(opts, tasks_full=100, method=method, train_limit=100, test_limit=100,
+                                  overrides={"activation": act})
+                rows.append(Row(label, f"{method}-{act}", cfg, paper))
+            elif act == first:
+                cfg = base_config(opts, tasks_full=100, method=method, train_limit=100, test_limit=100)
+                rows.append(Row(label, f"{method}-default", cfg, paper,
+                                note=f"{method} declares no 'activation' hyperparameter: this row is its "
+                                     f"built-in activation ({label[1]} in the paper)"))
+            else:
+                rows.append(Row(label, f"{method}-{act}", None, paper,
+                                note=f"{method} {act.upper()}: not applicable here ({method} declares no "
+                                     "'activation' hyperparameter)"))
+    return rows
+
+
+def rows_pmnist_1000(opts: Options) -> list[Row]:
+    """Table 1: the eight methods on 1000-task Permuted MNIST with the cheap evaluation schedule
+    (current task after each task, the last five after the final one); quick: BiMU and SGD on 2 tasks."""
+    from bimu.report.tables import PAPER_TABLE1, _ALIASES
+
+    methods = ("bimu", "sgd") if opts.scale == "quick" else PAPER_METHOD_ORDER
+    rows = []
+    for m in methods:
+        ref = PAPER_TABLE1[_ALIASES.get(m, m)]
+        mean, sd = ref["last5"]
+        paper = {"acc": f"{mean:.2f}" + ("" if sd is None else f" ± {sd:.2f}"),
+                 "auc": "-" if ref["auc"] is None else f"{ref['auc']:.2f}",
+                 "mmrr": f"{ref['mmrr']:.2f}", "one_task": f"{ref['one_task']:.2f}"}
+        cfg = base_config(opts, tasks_full=1000, method=m, train_limit=200, test_limit=200,
+                          eval_final="last", eval_final_last=5)
+        rows.append(Row([METHOD_NAMES[m]], m, cfg, paper))
+    return rows
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """One reproducible table: its title, label headers, quantities and rows (``None``: no runs)."""
+
+    name: str
+    title: str
+    label_headers: tuple[str, ...] = ()
+    quantities: tuple[str, ...] = ()
+    rows: Callable[[Options], list[Row]] | None = None
+
+
+ENTRIES: dict[str, Entry] = {
+    "memory-footprint": Entry("memory-footprint", "Training-state memory overhead (784-100-10, 1000 tasks)"),
+    "memory-window": Entry("memory-window", "Memory window ablation (100-task Permuted MNIST, 100 hidden units)",
+                           ("Memory window N",), ("acc", "auc", "mmrr"), rows_memory_window),
+    "activation": Entry("activation", "Activation function ablation (100-task Permuted MNIST, 100 hidden units)",
+                        ("Method", "Activation"), ("acc", "auc", "mmrr", "one_task"), rows_activation),
+    "pmnist-1000": Entry("pmnist-1000", "Table 1: 1000-task Permuted MNIST (100 hidden units)",
+                         ("Method",), ("acc", "auc", "mmrr", "one_task"), rows_pmnist_1000),
+}
+"""``bimu reproduce`` entries built here (``compute-cost`` is forwarded to its own command)."""
+
+
+def memory_footprint_report(opts: Options) -> Table:
+    """The memory table from :func:`~bimu.methods.footprint.memory_footprint_table` beside the paper's
+    (quick scale: 10 task boundaries instead of 1000, so per-task state is smaller)."""
+    from bimu.methods.footprint import PAPER_MEMORY_MB, memory_footprint_table
+
+    n_tasks = 10 if opts.scale == "quick" else 1000
+    table = memory_footprint_table((784, 100, 10), n_tasks=n_tasks, methods=list(PAPER_MEMORY_MB))
+    rows = [[METHOD_NAMES.get(m, m), f"{mb:.2f}", f"{PAPER_MEMORY_MB[m]:.2f}"] for m, mb in table.items()]
+    notes = [f"regenerated after {n_tasks} task boundaries (MB = 10^6 bytes, float32)"]
+    if opts.scale == "quick":
+        notes.append("quick scale: not the paper's 1000 tasks; state that grows per task is smaller")
+    return Table(ENTRIES["memory-footprint"].title, ["Method", "Memory (MB)", "Paper (MB)"], rows, notes)
+
+
+def row_dir(opts: Options, entry: str, row: Row) -> Path:
+    """The ``--out`` of one row's runs: ``OUT/runs/<scale>/<entry>/<row>``."""
+    return Path(opts.out) / "runs" / opts.scale / entry / row.slug
+
+
+def run_rows(entry: Entry, opts: Options, log=None) -> tuple[list[Row], dict[str, list[dict]], int]:
+    """Run (or reuse) every applicable row; returns ``(rows, summaries by row slug, exit code)``."""
+    from bimu.experiments.runner import run_experiment
+
+    rows = entry.rows(opts)
+    summaries: dict[str, list[dict]] = {}
+    code = 0
+    for row in rows:
+        if row.config is None:
+            continue
+        cfg = row.config.replace(out=str(row_dir(opts, entry.name, row)))
+        results, rc = run_experiment(cfg, progress=opts.progress, log=log)
+        code = max(code, rc)
+        summaries[row.slug] = [dict(results[s]["summary"], _R=results[s].get("R")) for s in sorted(results)
+                               if results[s].get("summary", {}).get("complete")]
+    return rows, summaries, code
+
+
+def run_table(entry: Entry, opts: Options, rows: Sequence[Row], summaries: dict[str, list[dict]]) -> Table:
+    """The table of ``entry``: label cells, then for each quantity mean ± std over seeds and the paper's."""
+    from bimu.report.tables import fmt_pm
+
+    header = list(entry.label_headers)
+    for q in entry.quantities:
+        header += [QUANTITIES[q][0], "Paper"]
+    header.append("Seeds")
+    out_rows, notes = [], []
+    for row in rows:
+        cells = list(row.labels)
+        summ = summaries.get(row.slug, [])
+        for q in entry.quantities:
+            _, get, scale, digits = QUANTITIES[q]
+            if row.config is None:
+                cells.append("n/a")
+            elif q == "mmrr":
+                cells.append(seed_averaged_mmrr(summ))
+            else:
+                cells.append(fmt_pm([get(s) for s in summ], scale, digits))
+            cells.append(row.paper.get(q, "-"))
+        cells.append("n/a" if row.config is None else (",".join(str(s.get("seed")) for s in summ) or "-"))
+        out_rows.append(cells)
+        if row.note:
+            notes.append(row.note)
+    if opts.scale == "quick":
+        notes.append("quick scale: 2 tasks on a few hundred examples; numbers are a smoke test, "
+                     "not comparable with the paper's")
+    notes.append(f"runs under {Path(opts.out) / 'runs' / opts.scale / entry.name}; mean ± std over seeds "
+                 "(sample std); OOD AUC is the epistemic score vs Fashion-MNIST "
+                 "(aleatoric for deterministic methods); MMRR (one number, as in the "
+                 "paper) is computed from the seed-averaged accuracy matrices")
+    return Table(entry.title + ("" if opts.scale == "full" else " [quick]"), header, out_rows, notes)
+
+
+def seed_averaged_mmrr(summaries: Sequence[dict]) -> str:
+    """MMRR as the paper reports it (one number): from the seed-averaged accuracy matrices
+    (:func:`~bimu.metrics.mmrr_seed_averaged`); ``-`` without complete runs."""
+    import numpy as np
+
+    from bimu.metrics import mmrr_seed_averaged
+
+    mats = [np.asarray(s["_R"], dtype=float) for s in summaries if s.get("_R") is not None]
+    if not mats or len({m.shape for m in mats}) != 1:
+        return "-"
+    try:
+        return f"{mmrr_seed_averaged(mats):.2f}"
+    except ValueError:
+        return "-"
+
+
+def reproduce(name: str, opts: Options, log=None) -> tuple[Table, dict[str, Path], int]:
+    """Run (or reuse) the runs of entry ``name`` and write its report; returns ``(table, paths, exit code)``."""
+    if name not in ENTRIES:
+        raise ValueError(f"unknown reproduction {name!r}; known: {sorted(ENTRIES)}")
+    if opts.scale not in SCALES:
+        raise ValueError(f"--scale must be one of {SCALES}, got {opts.scale!r}")
+    entry = ENTRIES[name]
+    if entry.rows is None:
+        table, code = memory_footprint_report(opts), 0
+    else:
+        rows, summaries, code = run_rows(entry, opts, log=log)
+        table = run_table(entry, opts, rows, summaries)
+    return table, table.write(opts.out, name), code
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    """The options of ``bimu reproduce NAME`` (for the entries of :data:`ENTRIES`)."""
+    parser.add_argument("--seeds", type=int, default=None,
+                        help="number of seeds: runs seeds 0..N-1 (default 5 at full scale, 1 at quick)")
+    parser.add_argument("--scale", choices=SCALES, default="full",
+                        help="full: the paper's protocol; quick: a tiny smoke test (default full)")
+    parser.add_argument("--out", default=None, help="output folder for runs and tables (default ./reproduce)")
+    parser.add_argument("--engine", choices=("auto", "torch", "fused"), default="auto", help="engine (default auto)")
+    parser.add_argument("--data-dir", default=None, help="data directory (default $BIMU_DATA_DIR, then the user cache)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads per run (default 1)")
+
+
+def options_parser() -> argparse.ArgumentParser:
+    """A parser of just the reproduce options (for options given after NAME)."""
+    p = argparse.ArgumentParser(prog="bimu reproduce NAME", add_help=False)
+    add_options(p)
+    return p
+
+
+def cli(name: str, args: argparse.Namespace, extra: Sequence[str]) -> int:
+    """``bimu reproduce NAME`` for an entry of :data:`ENTRIES`: options before NAME are in ``args``,
+    options after it in ``extra``; prints the markdown table and where the files are."""
+    ns = options_parser().parse_args(list(extra), namespace=argparse.Namespace(**{
+        k: getattr(args, k, None) for k in ("seeds", "scale", "out", "engine", "data_dir", "threads")}))
+    scale = ns.scale or "full"
+    n = ns.seeds if ns.seeds is not None else (5 if scale == "full" else 1)
+    try:
+        opts = Options(seeds=seeds_of(n), scale=scale, out=ns.out or "reproduce", engine=ns.engine or "auto",
+                       data_dir=ns.data_dir, threads=ns.threads or 1)
+        table, paths, code = reproduce(name, opts)
+    except KeyboardInterrupt:
+        return 130
+    except (ValueError, FileNotFoundError, RuntimeError) as e:
+        print(f"bimu reproduce: error: {e}", file=sys.stderr)
+        return 2
+    print(table.markdown())
+    print("written: " + ", ".join(str(p) for p in paths.values()))
+    return code

@@ -1,0 +1,135 @@
+"""`bimu reproduce NAME`: quick-scale smoke tests of each entry (tables written, paper column, runs reused)."""
+
+import csv
+import os
+from pathlib import Path
+
+import pytest
+
+from bimu.cli import REPRODUCTIONS, main
+from bimu.experiments import reproduce as rp
+
+needs_data = pytest.mark.skipif(not os.environ.get("BIMU_DATA_DIR"),
+                                reason="BIMU_DATA_DIR is not set (Permuted MNIST entries need MNIST and Fashion-MNIST)")
+
+
+def _tables(out: Path, name: str):
+    md, cs, tex = (out / f"{name}.{ext}" for ext in ("md", "csv", "tex"))
+    assert md.is_file() and cs.is_file() and tex.is_file()
+    header = next(csv.reader(cs.open()))
+    return md.read_text(), header, list(csv.reader(cs.open()))[1:], tex.read_text()
+
+
+def _run_files(out: Path) -> dict[str, float]:
+    files = [p for p in (out / "runs").rglob("*") if p.name in ("checkpoint.pt", "summary.json")]
+    return {str(p): p.stat().st_mtime_ns for p in files}
+
+
+def _quick(name, out):
+    return main(["reproduce", name, "--scale", "quick", "--engine", "torch", "--seeds", "1", "--out", str(out)])
+
+
+def test_every_entry_is_a_reproduction():
+    for name in rp.ENTRIES:
+        assert REPRODUCTIONS[name] == "reproduce"
+    assert REPRODUCTIONS["compute-cost"] == "compute-cost"
+
+
+def test_seeds_and_scale_validated():
+    assert rp.seeds_of(2) == (0, 1)
+    with pytest.raises(ValueError):
+        rp.seeds_of(0)
+    with pytest.raises(ValueError, match="scale"):
+        rp.reproduce("memory-window", rp.Options(scale="huge"))
+    with pytest.raises(ValueError, match="unknown reproduction"):
+        rp.reproduce("nope", rp.Options())
+
+
+def test_table_formats_agree(tmp_path):
+    t = rp.Table("T", ["a", "acc (%)"], [["x_1", "1.00 ± 0.10"]], ["note"])
+    paths = t.write(tmp_path, "t")
+    assert "| x_1 | 1.00 ± 0.10 |" in paths["md"].read_text()
+    assert list(csv.reader(paths["csv"].open())) == [["a", "acc (%)"], ["x_1", "1.00 ± 0.10"]]
+    assert "x\\_1 & 1.00 $\\pm$ 0.10 \\\\" in paths["tex"].read_text()
+
+
+def test_memory_footprint(tmp_path):
+    assert _quick("memory-footprint", tmp_path) == 0
+    md, header, rows, tex = _tables(tmp_path, "memory-footprint")
+    assert header == ["Method", "Memory (MB)", "Paper (MB)"]
+    by = {r[0]: r for r in rows}
+    assert by["BiMU"][1:] == ["0.32", "0.32"] and by["BayesBiNN"][2] == "0.64" and by["Syn. Meta."][2] == "1.84"
+    assert len(rows) == 8 and "Paper (MB)" in md and "Paper (MB)" in tex
+    assert not (tmp_path / "runs").exists()
+
+
+@needs_data
+def test_memory_window_quick_and_reuse(tmp_path):
+    assert _quick("memory-window", tmp_path) == 0
+    md, header, rows, tex = _tables(tmp_path, "memory-window")
+    assert header[:3] == ["Memory window N", "Mean acc. last 5 tasks (%)", "Paper"]
+    assert [r[0] for r in rows] == ["100", "700", "BayesBiNN"]
+    assert rows[1][2] == "90.29 ± 0.24" and rows[2][2] == "67.91 ± 0.96"
+    assert all(r[1] not in ("-", "n/a") for r in rows)
+    before = _run_files(tmp_path)
+    assert sum(p.endswith("summary.json") for p in before) == 3
+    assert _quick("memory-window", tmp_path) == 0
+    assert _run_files(tmp_path) == before  # completed runs reused, not retrained
+
+
+@needs_data
+def test_activation_quick_and_reuse(tmp_path):
+    from bimu.methods import get_method
+
+    assert _quick("activation", tmp_path) == 0
+    md, header, rows, tex = _tables(tmp_path, "activation")
+    assert header[:4] == ["Method", "Activation", "Mean acc. last 5 tasks (%)", "Paper"]
+    assert len(rows) == 8
+    by = {(r[0], r[1]): r for r in rows}
+    assert by[("BiMU", "RBG")][3] == "90.29 ± 0.24" and by[("MESU", "ReLU")][3] == "93.51 ± 0.18"
+    for method, name in (("mesu", "MESU"), ("synaptic-metaplasticity", "Syn. Meta.")):
+        rbg = by[(name, "RBG")]
+        if "activation" in get_method(method).hyperparameters:
+            assert rbg[2] != "n/a"
+        else:
+            assert rbg[2] == "n/a" and "not applicable" in md
+    assert by[("BiMU", "Sign")][2] not in ("-", "n/a")
+    before = _run_files(tmp_path)
+    assert _quick("activation", tmp_path) == 0
+    assert _run_files(tmp_path) == before
+
+
+@needs_data
+def test_pmnist_1000_quick_and_reuse(tmp_path):
+    assert _quick("pmnist-1000", tmp_path) == 0
+    md, header, rows, tex = _tables(tmp_path, "pmnist-1000")
+    assert [r[0] for r in rows] == ["BiMU", "SGD"]
+    assert rows[0][2] == "90.30 ± 0.38" and rows[1][2] == "66.64"
+    assert "Paper" in header and "Paper" in tex
+    before = _run_files(tmp_path)
+    assert _quick("pmnist-1000", tmp_path) == 0
+    assert _run_files(tmp_path) == before
+
+
+def test_full_scale_configs_follow_the_paper():
+    opts = rp.Options(seeds=(0, 1, 2, 3, 4))
+    mw = rp.rows_memory_window(opts)
+    assert [r.config.overrides.get("memory_window") for r in mw[:-1]] == [100, 400, 700, 1000, 1300, 1600, 1900, 100000]
+    assert all(r.config.tasks == 100 and r.config.train_limit is None and r.config.seeds == opts.seeds for r in mw)
+    t1 = rp.rows_pmnist_1000(opts)
+    assert [r.config.method for r in t1] == list(rp.PAPER_METHOD_ORDER)
+    assert all(r.config.tasks == 1000 and r.config.eval_all_every == 0 and r.config.eval_final == "last" for r in t1)
+
+
+def test_ood_auc_and_mmrr_cells():
+    import numpy as np
+
+    assert rp.ood_auc_of({"ood_auc": {"epistemic": 0.9, "aleatoric": 0.6}}) == 0.9
+    assert rp.ood_auc_of({"ood_auc": {"aleatoric": 0.6}}) == 0.6
+    assert rp.ood_auc_of({}) is None
+    R1 = np.array([[0.9, np.nan], [0.5, 0.8]])
+    R2 = np.array([[0.7, np.nan], [0.5, 0.6]])
+    # seed-averaged: max 0.8, final 0.7 -> 1 / (0.1 + eps)
+    cell = rp.seed_averaged_mmrr([{"_R": R1}, {"_R": R2}])
+    assert abs(float(cell) - 10.0) < 0.01
+    assert rp.seed_averaged_mmrr([]) == "-"
