@@ -183,8 +183,10 @@ def test_engine_selection(monkeypatch):
         runner.make_method(cfg.replace(engine="fused"), SIZES, 0, hp)
     made = []
     fake.supports = lambda name, sizes, hparams: True
-    fake.create_fused = lambda name, sizes, seed, hparams: made.append((name, sizes, seed)) or method(seed)
-    assert runner.make_method(cfg, SIZES, 3, hp)[1] == "fused" and made == [("bimu", SIZES, 3)]
+    fake.create_fused = (lambda name, sizes, seed, hparams, threads=None:
+                         made.append((name, sizes, seed, threads)) or method(seed))
+    # one engine thread per run unless the config asks for more
+    assert runner.make_method(cfg, SIZES, 3, hp)[1] == "fused" and made == [("bimu", SIZES, 3, 1)]
 
 
 def test_active_mode_with_fake_acquisition(monkeypatch, tmp_path):

@@ -72,7 +72,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     r = p.add_argument_group("execution")
     r.add_argument("--engine", choices=("auto", "torch", "fused"), default=_S,
                    help="auto: the fused engine when it supports the method (else torch); fused: error if not")
-    r.add_argument("--threads", type=int, default=_S, help="torch threads (default 1)")
+    r.add_argument("--threads", type=int, default=_S, help="threads of the torch path and of the fused engine (default 1; results do not depend on it)")
     r.add_argument("--out", default=_S, help="output root (default ./runs); runs go to OUT/<benchmark>-<method>/seed-S")
     r.add_argument("--data-dir", default=_S, help="data directory (default $BIMU_DATA_DIR, then the user cache)")
     r.add_argument("--progress", dest="progress", action="store_true", default=None,

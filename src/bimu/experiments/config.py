@@ -109,7 +109,7 @@ class RunConfig:
         eval_samples: MC samples for evaluation (``None``: the method's default).
         ood, ood_every, ood_scores: OOD ROC-AUC every ``ood_every`` tasks (0: only after the last).
         engine: ``auto`` (fused engine when it supports the method, else torch), ``torch`` or ``fused``.
-        threads: ``torch.set_num_threads``.
+        threads: ``torch.set_num_threads`` and the fused engine's thread count (results do not depend on it).
         out: output root; data_dir: data directory (``None``: ``$BIMU_DATA_DIR``, then user cache).
         train_limit, test_limit: examples kept per task (``None``: all).
         active, threshold, mc_samples, budget, budget_exponent: active learning (``active=None``: off).

@@ -344,6 +344,12 @@ def make_benchmark(config: RunConfig, seed: int):
     return bench
 
 
+def _engine_max_threads() -> int:
+    import numba
+
+    return int(numba.config.NUMBA_NUM_THREADS)
+
+
 def make_method(config: RunConfig, sizes: Sequence[int], seed: int, hparams: dict[str, Any]):
     """``(method, engine used)``: the fused engine when chosen / supported, else the torch method."""
     from bimu.methods import create_method
@@ -358,7 +364,10 @@ def make_method(config: RunConfig, sizes: Sequence[int], seed: int, hparams: dic
                 raise RuntimeError(f"--engine fused: the fused engine is not available ({e}); "
                                    "use --engine torch or auto") from None
         if supports is not None and supports(config.method, list(sizes), dict(hparams)):
-            return create_fused(config.method, list(sizes), seed, dict(hparams)), "fused"
+            # one engine thread per run unless asked (a step split over two threads needs a barrier per
+            # step; on a shared machine one run per core is faster); results do not depend on it
+            threads = min(int(config.threads), _engine_max_threads())
+            return create_fused(config.method, list(sizes), seed, dict(hparams), threads=threads), "fused"
         if config.engine == "fused":
             raise ValueError(f"--engine fused does not support method {config.method!r} with sizes {list(sizes)} "
                              "and these hyperparameters; use --engine torch or auto")
