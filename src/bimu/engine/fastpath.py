@@ -44,6 +44,7 @@ from bimu.engine.kernels import (
     _u32,
     as_like,
     fexp,
+    ln_backward,
 )
 
 _OPTS = dict(cache=True, error_model="numpy", nogil=True, boundscheck=False)
@@ -248,16 +249,7 @@ def train_steps_b1(X, Y, n_steps, lam, prior, W, sizes, poff, cfg, hp, key, step
         for k in range(K):
             base = lb + k * C
             if out_norm:
-                r = RS[(L - 1) * K + k]
-                s1 = 0.0
-                s2 = 0.0
-                for cc in range(C):
-                    s1 += DA[k * C + cc]
-                    s2 += DA[k * C + cc] * XH[base + cc]
-                s1 /= C
-                s2 /= C
-                for cc in range(C):
-                    DZ[base + cc] = r * (DA[k * C + cc] - s1 - XH[base + cc] * s2)
+                ln_backward(DA, k * C, XH, base, DZ, RS[(L - 1) * K + k], C)
             else:
                 for cc in range(C):
                     DZ[base + cc] = DA[k * C + cc]
@@ -279,16 +271,7 @@ def train_steps_b1(X, Y, n_steps, lam, prior, W, sizes, poff, cfg, hp, key, step
                 base = hoff[l - 1] + k * n_in
                 for i in range(n_in):
                     DA[k * n_in + i] *= _act_grad(XH[base + i], act, gate)
-                r = RS[(l - 1) * K + k]
-                s1 = 0.0
-                s2 = 0.0
-                for i in range(n_in):
-                    s1 += DA[k * n_in + i]
-                    s2 += DA[k * n_in + i] * XH[base + i]
-                s1 /= n_in
-                s2 /= n_in
-                for i in range(n_in):
-                    DZ[base + i] = r * (DA[k * n_in + i] - s1 - XH[base + i] * s2)
+                ln_backward(DA, k * n_in, XH, base, DZ, RS[(l - 1) * K + k], n_in)
         # ---------------- gradients of the upper layers (small); is the whole gradient zero?
         nonzero = False
         cvec = CV[0]

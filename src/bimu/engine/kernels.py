@@ -304,6 +304,21 @@ def _layer_norm_act(Z, XH, A, r_out, base, n, eps, act, gate, hidden):
 
 
 @njit(inline="always", **_OPTS)
+def ln_backward(DA, da0, XH, x0, DZ, r, n):
+    """LayerNorm (no affine) backward in place: ``DZ[x0:x0+n] = r (g - mean(g) - xh mean(g xh))``
+    with ``g = DA[da0:da0+n]``, ``xh = XH[x0:x0+n]`` the normalised values, ``r = 1/sqrt(var + eps)``."""
+    s1 = 0.0
+    s2 = 0.0
+    for i in range(n):
+        s1 += DA[da0 + i]
+        s2 += DA[da0 + i] * XH[x0 + i]
+    s1 /= n
+    s2 /= n
+    for i in range(n):
+        DZ[x0 + i] = r * (DA[da0 + i] - s1 - XH[x0 + i] * s2)
+
+
+@njit(inline="always", **_OPTS)
 def _act_grad(xh, act, gate):
     if act == ACT_RBG:
         if 0.5 * gate < xh < 1.5 * gate:
@@ -407,16 +422,7 @@ def train_steps(X, Y, n_steps, B, lam, prior, W, sizes, poff, cfg, hp, key, step
         for kb in range(K * B):
             base = lb + kb * C
             if out_norm:
-                r = RS[(L - 1) * K * B + kb]
-                s1 = 0.0
-                s2 = 0.0
-                for c in range(C):
-                    s1 += DA[kb * C + c]
-                    s2 += DA[kb * C + c] * XH[base + c]
-                s1 /= C
-                s2 /= C
-                for c in range(C):
-                    DZ[base + c] = r * (DA[kb * C + c] - s1 - XH[base + c] * s2)
+                ln_backward(DA, kb * C, XH, base, DZ, RS[(L - 1) * K * B + kb], C)
             else:
                 for c in range(C):
                     DZ[base + c] = DA[kb * C + c]
@@ -437,16 +443,7 @@ def train_steps(X, Y, n_steps, B, lam, prior, W, sizes, poff, cfg, hp, key, step
                 base = hoff[l - 1] + kb * n_in
                 for i in range(n_in):
                     DA[kb * n_in + i] *= _act_grad(XH[base + i], act, gate)
-                r = RS[(l - 1) * K * B + kb]
-                s1 = 0.0
-                s2 = 0.0
-                for i in range(n_in):
-                    s1 += DA[kb * n_in + i]
-                    s2 += DA[kb * n_in + i] * XH[base + i]
-                s1 /= n_in
-                s2 /= n_in
-                for i in range(n_in):
-                    DZ[base + i] = r * (DA[kb * n_in + i] - s1 - XH[base + i] * s2)
+                ln_backward(DA, kb * n_in, XH, base, DZ, RS[(l - 1) * K * B + kb], n_in)
         # ---------------- gradient w.r.t. lambda (into G), per layer, rows in parallel
         for l in range(L):
             n_in = sizes[l]
