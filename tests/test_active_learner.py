@@ -132,3 +132,13 @@ def test_accounting_moving_window():
     np.testing.assert_allclose(a.query_fraction_series(window=2), [1.0, 0.5, 0.0, 0.0])
     with pytest.raises(ValueError):
         a.query_fraction_series(window=0)
+
+
+def test_bulk_updates_equal_single_updates():
+    from bimu.active.accounting import Accounting
+
+    a, b = Accounting(), Accounting()
+    for _ in range(5):
+        a.record_unpredicted_update(task=2)
+    b.record_bulk_updates(5, task=2)
+    assert a.as_dict() == b.as_dict() and a.task_quarters() == b.task_quarters()

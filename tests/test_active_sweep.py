@@ -88,3 +88,41 @@ def test_cli_parsers_and_errors():
     acq = cli.acquisition_from_args(a)
     assert acq.describe() == "vr@0.2" and acq.mc_samples == 5
     assert cli.main(["run-active", "animals-ti", "--active", "bald", "--threshold", "0.1"]) == 2
+
+
+def test_engines_agree_and_random_fast_path_matches_per_example():
+    """The fused engine and the torch method run the same stream; random querying's batched path
+    learns exactly the examples the per-example path would (standardize=True forces that path with an
+    identity-free transform, so compare the decisions and counters, and the fused/torch accuracies)."""
+    b = toy_benchmark()
+    fused = run_stream(b, "bimu", "vr", threshold=0.2, mc_samples=6, seed=0, hparams=HP, engine="fused")
+    torch_ = run_stream(b, "bimu", "vr", threshold=0.2, mc_samples=6, seed=0, hparams=HP, engine="torch")
+    assert fused["engine"] == "fused" and torch_["engine"] == "torch"
+    assert abs(fused["accuracy"] - torch_["accuracy"]) <= 0.1
+    full_f = run_stream(b, "bimu", "all", seed=0, hparams=HP, engine="fused")
+    full_t = run_stream(b, "bimu", "all", seed=0, hparams=HP, engine="torch")
+    assert full_f["backward_passes"] == full_t["backward_passes"] == full_f["examples_seen"] == 120
+    assert full_f["task_quarters"] == full_t["task_quarters"]
+    rnd = run_stream(b, "bimu", "random", threshold=0.3, seed=3, hparams=HP)
+    assert rnd["forward_passes"] == 0 and rnd["examples_seen"] == 120
+    assert rnd["labels_queried"] == rnd["backward_passes"] == round(rnd["query_fraction"] * 120)
+    slow = run_stream(b, "bimu", "random", threshold=0.3, seed=3, hparams=HP, standardize=True)
+    assert slow["labels_queried"] == rnd["labels_queried"]  # same decisions (own generator)
+    with pytest.raises(ValueError, match="engine"):
+        run_stream(b, "bimu", "all", seed=0, hparams=HP, engine="gpu")
+
+
+def test_run_active_is_an_alias_of_run_active_option(monkeypatch):
+    import bimu.cli as top
+
+    seen = {}
+    monkeypatch.setattr(top, "cmd_run", lambda args: seen.setdefault("args", args) and 0)
+    parser = top.build_parser()
+    a = parser.parse_args(["run-active", "objects-ti", "--active", "vr", "--threshold", "0.3", "--seeds", "1", "2"])
+    b = parser.parse_args(["run", "objects-ti", "--active", "vr", "--threshold", "0.3", "--seeds", "1", "2"])
+    assert {k: v for k, v in vars(a).items() if k not in ("func", "command")} == \
+        {k: v for k, v in vars(b).items() if k not in ("func", "command")}
+    assert top.main(["run-active", "objects-ti", "--active", "vr", "--threshold", "0.3"]) == 0
+    assert seen["args"].active == "vr"
+    assert top.main(["run-active", "objects-ti"]) == 2  # --active is required
+    assert top.main(["run-active", "objects-ti", "--active", "bald", "--threshold", "0.1"]) == 2

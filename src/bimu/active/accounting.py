@@ -51,6 +51,16 @@ class Accounting:
         self._task.append(-1 if task is None else int(task))
         self.record_update()
 
+    def record_bulk_updates(self, n: int, task: int | None = None) -> None:
+        """``n`` consecutive :meth:`record_unpredicted_update` calls (a whole task learned at once)."""
+        n = int(n)
+        self.examples_seen += n
+        self._asked.extend([True] * n)
+        self._task.extend([-1 if task is None else int(task)] * n)
+        self.labels_queried += n
+        self.backward_passes += n
+        self.weight_writes += n
+
     @property
     def query_fraction(self) -> float:
         """Labels queried / examples seen (0 before any example)."""

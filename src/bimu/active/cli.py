@@ -1,8 +1,9 @@
 """Command line of the active-learning room: ``bimu sweep-threshold`` and ``bimu run-active``.
 
-``add_parser(subparsers)`` registers both (docs/contracts.md); :func:`add_active_arguments` and
-:func:`acquisition_from_args` let the general runner offer the same ``--active/--threshold/--budget/
---budget-exponent/--mc-samples`` options in ``bimu run``.
+``add_parser(subparsers)`` registers both (docs/contracts.md). ``run-active`` is a thin alias of
+``bimu run --active``: the same parser options (:func:`bimu.cli.add_run_options`) and the same
+runner (:func:`bimu.cli.cmd_run`); it only insists on ``--active`` and checks the rule first.
+:func:`acquisition_from_args` builds the rule from parsed options.
 
 >>> import argparse
 >>> p = argparse.ArgumentParser(); sub = p.add_subparsers()
@@ -17,28 +18,19 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 
 from bimu.active.learner import make_acquisition
 
 
-def add_active_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--active S --threshold T | --budget B [--budget-exponent G] --mc-samples K``."""
-    g = parser.add_argument_group("active learning")
-    g.add_argument("--active", default=None, metavar="SCORE",
-                   help="query rule: vr, entropy, aleatoric, epistemic, random, vr-true (ORACLE), all")
-    g.add_argument("--threshold", type=float, default=None, help="fixed one-pass threshold tau")
-    g.add_argument("--budget", type=float, default=None, help="target queried fraction B (budget controller)")
-    g.add_argument("--budget-exponent", type=float, default=0.5, help="controller exponent gamma")
-    g.add_argument("--mc-samples", type=int, default=10, help="K hard-sample forward passes per example")
-
-
 def acquisition_from_args(args, seed: int = 0):
-    """The :class:`~bimu.active.learner.Acquisition` described by parsed options (None if inactive)."""
-    if args.active is None:
+    """The :class:`~bimu.active.learner.Acquisition` described by parsed ``bimu run`` / ``run-active``
+    options (None if ``--active`` is not given; options left out take their RunConfig defaults)."""
+    active = getattr(args, "active", None)
+    if active is None:
         return None
-    return make_acquisition(args.active, threshold=args.threshold, budget=args.budget,
-                            budget_exponent=args.budget_exponent, mc_samples=args.mc_samples, seed=seed)
+    return make_acquisition(active, threshold=getattr(args, "threshold", None), budget=getattr(args, "budget", None),
+                            budget_exponent=getattr(args, "budget_exponent", 0.5),
+                            mc_samples=getattr(args, "mc_samples", 10), seed=seed)
 
 
 def _benchmark_options(p):
@@ -71,20 +63,16 @@ def _load(args):
 
 
 def _run_active(args) -> int:
-    from bimu.active.sweep import run_stream
+    """``bimu run-active ...`` = ``bimu run ... --active S``: the rule is checked, then ``bimu run`` runs."""
+    from bimu.cli import _err, cmd_run
 
-    acquisition_from_args(args)  # validate early
-    bench, preset, hp = _load(args)
-    if args.active is None:
-        args.active = "all"
-    for seed in args.seeds:
-        t0 = time.time()
-        r = run_stream(bench, args.method, args.active, args.threshold, args.budget, args.budget_exponent,
-                       args.mc_samples, seed, preset, hp, args.standardize)
-        r["seconds"] = round(time.time() - t0, 1)
-        r.pop("task_quarters", None)
-        print(json.dumps(r, default=float))
-    return 0
+    if getattr(args, "active", None) is None:
+        return _err("run-active needs --active (e.g. --active vr --threshold 0.2); without it use 'bimu run'")
+    try:
+        acquisition_from_args(args)  # a bad rule fails here, before any data is loaded
+    except ValueError as e:
+        return _err(str(e))
+    return cmd_run(args)
 
 
 def _sweep(args) -> int:
@@ -119,9 +107,12 @@ def add_parser(subparsers) -> None:
     p.add_argument("--no-baseline", action="store_true", help="skip the 100%%-update baseline run")
     p.add_argument("--out", required=True, help="output folder")
     p.set_defaults(func=_sweep)
-    r = subparsers.add_parser("run-active", help="one active stream over a feature benchmark")
-    _benchmark_options(r)
-    add_active_arguments(r)
+    from bimu.cli import add_run_options
+
+    r = subparsers.add_parser("run-active", help="alias of 'bimu run --active': one active stream per seed",
+                              description="Alias of 'bimu run BENCHMARK --active SCORE ...' (same options, same "
+                                          "run directories and results); --active is required here.")
+    add_run_options(r)
     r.set_defaults(func=_run_active)
 
 

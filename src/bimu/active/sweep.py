@@ -65,16 +65,24 @@ def evaluate(method, benchmark, mc_samples: int | None = None, batch: int = 512,
 def run_stream(benchmark, method: str = "bimu", strategy: str = "vr", threshold: float | None = None,
                budget: float | None = None, budget_exponent: float = 0.5, mc_samples: int = 10,
                seed: int = 0, preset: str | None = None, hparams: Mapping | None = None,
-               standardize: bool = False, baseline_predicts: bool = False) -> dict:
+               standardize: bool = False, baseline_predicts: bool = False, engine: str = "auto") -> dict:
     """One single-pass active stream over all tasks, then the final evaluation.
 
     ``strategy="all"`` is the 100%-update baseline (every example learned; with
     ``baseline_predicts=False`` it skips the K query forward passes, which it does not need).
+    Random querying does not need the K forward passes: its decisions are drawn first and the
+    queried examples learned in stream order (one compiled call with the fused engine); the
+    ``forward_passes`` counter is then 0.
     ``standardize`` applies :class:`~bimu.data.features.StreamingStandardizer` (each example is
     transformed with the statistics of the examples before it; test data with the final statistics).
+    The final evaluation draws the method's own number of evaluation samples (``n_eval_samples``),
+    not ``mc_samples``, so runs with different query K are evaluated alike.
+    ``engine``: ``"auto"`` runs the fused engine (:mod:`bimu.engine`) when it supports the method,
+    ``"torch"`` always the torch method, ``"fused"`` requires the engine (same results up to float
+    rounding; the fused path is several times faster). The result's ``engine`` says which ran.
     """
     hp = method_hparams(method, preset, hparams)
-    model = create_method(method, [benchmark.n_features, benchmark.n_classes], seed=seed, **hp)
+    model, used = make_model(method, [benchmark.n_features, benchmark.n_classes], seed, hp, engine)
     acq = make_acquisition(strategy, threshold=threshold, budget=budget, budget_exponent=budget_exponent,
                            mc_samples=mc_samples, seed=seed)
     learner = ActiveLearner(model, acq)
@@ -82,6 +90,9 @@ def run_stream(benchmark, method: str = "bimu", strategy: str = "vr", threshold:
     for t in range(benchmark.n_tasks):
         learner.task = t
         X, y = benchmark.train_task(t, seed)
+        if std is None and acq.strategy == "random":
+            _learn_random_subset(learner, X, y, t)
+            continue
         for i in range(len(y)):
             x = X[i : i + 1]
             if std is not None:
@@ -89,6 +100,10 @@ def run_stream(benchmark, method: str = "bimu", strategy: str = "vr", threshold:
                 x = torch.from_numpy(std.transform(raw))
                 std.update(raw)
             if acq.strategy == "all" and not baseline_predicts:
+                if std is None and hasattr(model, "learn_many"):  # one compiled call for the whole task
+                    model.learn_many(X, y)
+                    learner.ledger.record_bulk_updates(len(y), t)
+                    break
                 learner.learn_one(x, y[i : i + 1])
                 continue
             _, ask = learner.predict_one(x, y[i : i + 1] if acq.needs_labels else None)
@@ -97,12 +112,12 @@ def run_stream(benchmark, method: str = "bimu", strategy: str = "vr", threshold:
         if model.info.needs_task_boundaries:
             model.task_end()
     eval_bench = benchmark if std is None else _StandardizedView(benchmark, std)
-    result = evaluate(model, eval_bench, mc_samples=mc_samples if model.info.bayesian else None,
+    result = evaluate(model, eval_bench, mc_samples=None,
                       generator=torch.Generator().manual_seed(seed * 31 + 0xE7A1))
     quarters = learner.ledger.task_quarters()
     result.update(learner.accounting)
     result.update({
-        "benchmark": benchmark.name, "method": method, "score": acq.strategy,
+        "benchmark": benchmark.name, "method": method, "score": acq.strategy, "engine": used,
         "threshold": (float("nan") if acq.strategy == "all" else
                       (acq.probability if acq.strategy == "random" else
                        (acq.threshold if acq.threshold is not None else acq.budget))),
@@ -114,6 +129,44 @@ def run_stream(benchmark, method: str = "bimu", strategy: str = "vr", threshold:
         "task_quarters": {str(k): v for k, v in quarters.items()},
     })
     return result
+
+
+def _learn_random_subset(learner, X, y, task) -> None:
+    """One task of random querying: draw every decision, then learn the queried rows in order
+    (identical to deciding and learning example by example: the decisions use their own generator)."""
+    acq, ledger, model = learner.acquisition, learner.ledger, learner.method
+    asked = []
+    for i in range(len(y)):
+        ask = acq.decide(None, ledger.labels_queried, ledger.examples_seen)[0]
+        ledger.record_prediction(ask, forward_passes=0, task=task)
+        if ask:
+            asked.append(i)
+            ledger.record_update()
+    idx = torch.as_tensor(asked, dtype=torch.int64)
+    if len(asked) and hasattr(model, "learn_many"):
+        model.learn_many(X[idx], y[idx])
+    else:
+        for i in asked:
+            model.learn(X[i : i + 1], y[i : i + 1])
+    model.observe_unlabelled(len(y) - len(asked))
+
+
+def make_model(method: str, sizes, seed: int, hparams: Mapping, engine: str = "auto"):
+    """``(method object, "fused" | "torch")``: the fused engine when ``engine`` allows and supports it."""
+    if engine not in ("auto", "torch", "fused"):
+        raise ValueError(f"engine must be auto, torch or fused, got {engine!r}")
+    if engine != "torch":
+        try:
+            from bimu.engine import create_fused, supports
+        except ImportError as e:  # pragma: no cover - the engine ships with bimu
+            if engine == "fused":
+                raise ValueError(f"the fused engine is not available: {e}") from None
+        else:
+            if supports(method, list(sizes), dict(hparams)):
+                return create_fused(method, list(sizes), seed, dict(hparams), threads=1), "fused"
+            if engine == "fused":
+                raise ValueError(f"the fused engine does not support {method!r} with these hyperparameters")
+    return create_method(method, list(sizes), seed=seed, **hparams), "torch"
 
 
 class _StandardizedView:

@@ -1,0 +1,277 @@
+"""The objects-ti / animals-ti active-learning study: a resumable queue of single-stream runs.
+
+Each job is one :func:`~bimu.active.sweep.run_stream` call (one seed, one rule) described by a dict;
+its result is appended as one JSON line to ``<out>/runs.jsonl``, and a job whose key is already
+there is skipped, so the queue can be stopped and restarted. :func:`report` groups the rows by
+setting (benchmark, features, K, hyperparameters, split), writes one table per setting with the
+updates saved at matched accuracy, and the figure ``<out>/curves.png``.
+
+    python -m bimu.active.study run --plan objects-main --out results/objects-ti-study
+    python -m bimu.active.study report --out results/objects-ti-study
+
+>>> job_key({"bench": "objects-ti", "nf": 8192, "strategy": "vr", "threshold": 0.6, "seed": 0})
+'objects-ti|8192|test|-|-|vr|0.6|-|10|0'
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+OD_PRESET = "openloris-8192-imbalanced"
+"""The paper's preset for the imbalanced OpenLORIS active-learning experiment."""
+
+
+def job_key(job: dict) -> str:
+    """A stable identifier of one job (benchmark, features, split, preset, overrides, rule, K, seed)."""
+    hp = job.get("hp") or {}
+    hp_s = ",".join(f"{k}={hp[k]}" for k in sorted(hp)) or "-"
+    th = job.get("threshold")
+    b = job.get("budget")
+    return "|".join(str(v) for v in (job["bench"], job["nf"], job.get("split", "test"), job.get("preset") or "-",
+                                      hp_s, job["strategy"], "-" if th is None else th, "-" if b is None else b,
+                                      job.get("K", 10), job["seed"]))
+
+
+def _grid(bench, nf, seeds, vr=(), rnd=(), budgets=(), K=10, preset=OD_PRESET, hp=None, baseline=True,
+          split="test"):
+    jobs = []
+    for s in seeds:
+        common = dict(bench=bench, nf=nf, seed=s, K=K, preset=preset, hp=dict(hp or {}), split=split)
+        if baseline:
+            jobs.append(dict(common, strategy="all"))
+        jobs += [dict(common, strategy="random", threshold=p) for p in rnd]
+        jobs += [dict(common, strategy="vr", threshold=t) for t in vr]
+        jobs += [dict(common, strategy="vr", budget=b) for b in budgets]
+    return jobs
+
+
+TUNE_TRIALS = [
+    {},
+    {"memory_window": 6700},
+    {"lr": 33.2, "lr_max": 0.08, "likelihood_multiplier": 187.8, "kl_multiplier": 1.5, "memory_window": 6700},
+    {"likelihood_multiplier": 50},
+    {"likelihood_multiplier": 100, "memory_window": 6700},
+    {"lr_max": 0.2},
+    {"lr_max": 0.2, "likelihood_multiplier": 50, "memory_window": 6700},
+    {"kl_multiplier": 0.1, "memory_window": 20000},
+]
+"""Hyperparameter overrides of the objects-ti validation trials (on top of :data:`OD_PRESET`)."""
+
+
+def plan(name: str, seeds=(0, 1, 2)) -> list[dict]:
+    """The named job list: ``objects-main`` (8,192 features, K = 10, thresholds, random, budgets),
+    ``objects-1024``, ``objects-k25``, ``objects-tune`` (validation split, 100% baseline per trial),
+    ``animals`` (the animals-ti acceptance runs), or ``objects-tuned:<json overrides>``."""
+    s = list(seeds)
+    if name == "objects-main":
+        return (_grid("objects-ti", 8192, s, rnd=(0.03, 0.05, 0.1, 0.25, 0.5), vr=(0.2, 0.4, 0.6, 0.7, 0.8)))
+    if name == "objects-budget":
+        return _grid("objects-ti", 8192, s, budgets=(0.03, 0.05, 0.1), baseline=False)
+    if name == "objects-1024":
+        return _grid("objects-ti", 1024, s, rnd=(0.05, 0.1, 0.25, 0.5), vr=(0.2, 0.4, 0.6, 0.8))
+    if name == "objects-k25":
+        return _grid("objects-ti", 8192, s, K=25, vr=(0.4, 0.6, 0.76), baseline=False)
+    if name == "objects-tune":
+        return [dict(bench="objects-ti", nf=8192, seed=0, K=10, preset=OD_PRESET, hp=hp, split="validation",
+                     strategy="all") for hp in TUNE_TRIALS]
+    if name.startswith("objects-tuned:"):
+        hp = json.loads(name.split(":", 1)[1])
+        return _grid("objects-ti", 8192, s, hp=hp, rnd=(0.05, 0.1, 0.25), vr=(0.2, 0.4, 0.6, 0.7))
+    if name == "animals":
+        return _grid("animals-ti", 1024, s, preset="animals", hp={"likelihood_multiplier": 50},
+                     vr=(0.3, 0.5), rnd=(0.2,))
+    raise ValueError(f"unknown plan {name!r}")
+
+
+_BENCH: dict = {}
+
+
+def _bench(job):
+    from bimu.data.feature_benchmarks import get_feature_benchmark
+
+    key = (job["bench"], job["nf"], job.get("split", "test"))
+    if key not in _BENCH:
+        _BENCH[key] = get_feature_benchmark(job["bench"], n_features=job["nf"], split=key[2])
+    return _BENCH[key]
+
+
+def run_jobs(jobs, out, log=print) -> None:
+    """Run every job not yet in ``<out>/runs.jsonl``, appending one line per finished run."""
+    from bimu.active.sweep import run_stream
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "runs.jsonl"
+    done = set()
+    if path.exists():
+        done = {json.loads(line)["key"] for line in path.read_text().splitlines() if line.strip()}
+    for job in jobs:
+        key = job_key(job)
+        if key in done:
+            continue
+        t0 = time.time()
+        r = run_stream(_bench(job), "bimu", job["strategy"], job.get("threshold"), job.get("budget"), 0.5,
+                       job.get("K", 10), job["seed"], job.get("preset"), job.get("hp") or {})
+        r.pop("task_quarters", None)
+        r.update(key=key, job=job, seconds=round(time.time() - t0, 1))
+        with open(path, "a") as f:
+            f.write(json.dumps(r, default=float) + "\n")
+        done.add(key)
+        log(f"{key}: acc {100 * r['accuracy']:.2f} rare {100 * r['rare_accuracy']:.2f} "
+            f"queried {100 * r['query_fraction']:.2f}% ({r['seconds']} s)")
+
+
+def load_rows(out) -> list[dict]:
+    """The finished runs of ``<out>/runs.jsonl``."""
+    path = Path(out) / "runs.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def setting_of(row) -> str:
+    """The setting a run belongs to: benchmark, features, K, split and hyperparameter overrides."""
+    j = row["job"]
+    hp = j.get("hp") or {}
+    hp_s = ",".join(f"{k}={hp[k]}" for k in sorted(hp)) or "preset"
+    # the baseline and random querying do not depend on K: they join every K of their setting
+    return f"{j['bench']} nf={j['nf']} {j.get('split', 'test')} {j.get('preset')} {hp_s}"
+
+
+def _label(row) -> tuple[str, float | None]:
+    j = row["job"]
+    if j["strategy"] == "all":
+        return "all", None
+    if j.get("budget") is not None:
+        return f"vr-budget K={j.get('K', 10)}", float(j["budget"])
+    if j["strategy"] == "vr":
+        return f"vr K={j.get('K', 10)}", float(j["threshold"])
+    return j["strategy"], float(j["threshold"])
+
+
+def summarize(rows, tolerances=(0.01, 0.02)) -> dict:
+    """Per setting: mean/std over seeds of each (rule, threshold), and the best matched-accuracy ratio
+    per rule and tolerance (lowest mean queried fraction with mean accuracy >= baseline - tolerance)."""
+    groups: dict = {}
+    for r in rows:
+        groups.setdefault(setting_of(r), {}).setdefault(_label(r), []).append(r)
+    out = {}
+    for setting, pts in groups.items():
+        agg = []
+        for (rule, th), rs in pts.items():
+            d = {"rule": rule, "threshold": th, "n_seeds": len(rs), "seeds": sorted(r["seed"] for r in rs)}
+            for k in ("accuracy", "rare_accuracy", "frequent_accuracy", "query_fraction", "first_quarter_share",
+                      "last_quarter_share"):
+                v = np.array([float(r[k]) for r in rs])
+                d[k], d[k + "_std"] = float(v.mean()), float(v.std())
+            d["updates"] = float(np.mean([r["labels_queried"] for r in rs]))
+            agg.append(d)
+        base = next((a for a in agg if a["rule"] == "all"), None)
+        savings = {}
+        if base is not None:
+            for tol in tolerances:
+                for rule in sorted({a["rule"] for a in agg} - {"all"}):
+                    ok = [a for a in agg if a["rule"] == rule and a["accuracy"] >= base["accuracy"] - tol]
+                    best = min(ok, key=lambda a: a["query_fraction"]) if ok else None
+                    savings[f"{rule} @{100 * tol:g}pt"] = None if best is None else {
+                        "threshold": best["threshold"], "query_fraction": best["query_fraction"],
+                        "accuracy": best["accuracy"], "ratio": 1.0 / best["query_fraction"]}
+        out[setting] = {"points": sorted(agg, key=lambda a: (a["rule"], -a["query_fraction"])), "savings": savings}
+    return out
+
+
+def _fmt(a, k):
+    return f"{100 * a[k]:.2f} ± {100 * a[k + '_std']:.2f}"
+
+
+def markdown(summary) -> str:
+    """One table per setting (mean ± std over seeds) and its matched-accuracy ratios."""
+    lines = []
+    for setting, d in summary.items():
+        lines += [f"### {setting}", "", "| rule | tau / p / budget | seeds | queried % | updates | accuracy % | "
+                  "rare % | frequent % | 1st / last quarter % |", "|---|---|---|---|---|---|---|---|---|"]
+        for a in d["points"]:
+            th = "100% baseline" if a["rule"] == "all" else f"{a['threshold']:g}"
+            lines.append(f"| {a['rule']} | {th} | {a['n_seeds']} | {_fmt(a, 'query_fraction')} | {a['updates']:.0f} | "
+                         f"{_fmt(a, 'accuracy')} | {_fmt(a, 'rare_accuracy')} | {_fmt(a, 'frequent_accuracy')} | "
+                         f"{100 * a['first_quarter_share']:.1f} / {100 * a['last_quarter_share']:.1f} |")
+        if d["savings"]:
+            lines += ["", "| matched accuracy (rule @ tolerance) | tau | queried % | accuracy % | updates saved |",
+                      "|---|---|---|---|---|"]
+            for k, v in d["savings"].items():
+                lines.append(f"| {k} | - | - | - | not reached |" if v is None else
+                             f"| {k} | {v['threshold']:g} | {100 * v['query_fraction']:.2f} | "
+                             f"{100 * v['accuracy']:.2f} | {v['ratio']:.1f}x |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def plot(summary, path, settings=None) -> None:
+    """Accuracy (overall and rare classes) vs queried fraction, one colour per rule, one row per setting."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [s for s in summary if settings is None or s in settings]
+    fig, axes = plt.subplots(len(names), 2, figsize=(12, 3.8 * len(names)), squeeze=False)
+    for row, name in zip(axes, names):
+        pts = summary[name]["points"]
+        base = next((a for a in pts if a["rule"] == "all"), None)
+        for ax, key, title in ((row[0], "accuracy", "overall"), (row[1], "rare_accuracy", "rare classes")):
+            for rule in sorted({a["rule"] for a in pts} - {"all"}):
+                ps = sorted((a for a in pts if a["rule"] == rule), key=lambda a: a["query_fraction"])
+                ax.errorbar([100 * a["query_fraction"] for a in ps], [100 * a[key] for a in ps],
+                            yerr=[100 * a[key + "_std"] for a in ps], marker="o", capsize=2, label=rule,
+                            linestyle="--" if rule == "random" else "-")
+            if base is not None:
+                ax.axhline(100 * base[key], color="k", linestyle=":", label="100% updates")
+                ax.axhspan(100 * (base[key] - 0.01), 100 * base[key], color="k", alpha=0.08)
+            ax.set_xscale("log")
+            ax.set_xlabel("queried labels = updates (% of stream, log)")
+            ax.set_ylabel(f"accuracy, {title} (%)")
+            ax.set_title(f"{name}", fontsize=8)
+            ax.grid(alpha=0.3)
+        row[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def report(out) -> dict:
+    """Write ``<out>/summary.md``, ``<out>/summary.json`` and ``<out>/curves.png`` from the runs."""
+    out = Path(out)
+    summary = summarize(load_rows(out))
+    (out / "summary.md").write_text(markdown(summary))
+    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=float))
+    if summary:
+        plot(summary, out / "curves.png")
+    return summary
+
+
+def main(argv=None) -> int:
+    """``python -m bimu.active.study {run,report}``."""
+    p = argparse.ArgumentParser(prog="python -m bimu.active.study", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="run the jobs of one or more plans (skipping finished ones)")
+    r.add_argument("--plan", nargs="+", required=True, help="plan names (see bimu.active.study.plan)")
+    r.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds (default 0 1 2)")
+    r.add_argument("--out", required=True, help="output folder (runs.jsonl is appended)")
+    q = sub.add_parser("report", help="tables and figure from <out>/runs.jsonl")
+    q.add_argument("--out", required=True, help="folder holding runs.jsonl")
+    args = p.parse_args(argv)
+    if args.cmd == "run":
+        for name in args.plan:
+            run_jobs(plan(name, args.seeds), args.out, log=lambda s: print(s, flush=True))
+    else:
+        print(markdown(report(args.out)))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
