@@ -34,16 +34,22 @@ def job_key(job: dict) -> str:
     hp_s = ",".join(f"{k}={hp[k]}" for k in sorted(hp)) or "-"
     th = job.get("threshold")
     b = job.get("budget")
-    return "|".join(str(v) for v in (job["bench"], job["nf"], job.get("split", "test"), job.get("preset") or "-",
-                                      hp_s, job["strategy"], "-" if th is None else th, "-" if b is None else b,
-                                      job.get("K", 10), job["seed"]))
+    key = "|".join(str(v) for v in (job["bench"], job["nf"], job.get("split", "test"), job.get("preset") or "-",
+                                     hp_s, job["strategy"], "-" if th is None else th, "-" if b is None else b,
+                                     job.get("K", 10), job["seed"]))
+    return (key + (f"|repeat={job['repeat']}" if job.get("repeat", 1) != 1 else "")
+            + ("|std" if job.get("standardize") else ""))
 
 
 def _grid(bench, nf, seeds, vr=(), rnd=(), budgets=(), K=10, preset=OD_PRESET, hp=None, baseline=True,
-          split="test"):
+          split="test", repeat=1, standardize=False):
     jobs = []
     for s in seeds:
         common = dict(bench=bench, nf=nf, seed=s, K=K, preset=preset, hp=dict(hp or {}), split=split)
+        if repeat != 1:
+            common["repeat"] = repeat
+        if standardize:
+            common["standardize"] = True
         if baseline:
             jobs.append(dict(common, strategy="all"))
         jobs += [dict(common, strategy="random", threshold=p) for p in rnd]
@@ -78,12 +84,21 @@ def plan(name: str, seeds=(0, 1, 2)) -> list[dict]:
         return _grid("objects-ti", 1024, s, rnd=(0.05, 0.1, 0.25, 0.5), vr=(0.2, 0.4, 0.6, 0.8))
     if name == "objects-k25":
         return _grid("objects-ti", 8192, s, K=25, vr=(0.4, 0.6, 0.76), baseline=False)
+    if name == "objects-k25-1024":
+        return _grid("objects-ti", 1024, s, K=25, vr=(0.4, 0.6, 0.76), baseline=False)
+    if name == "objects-budget-1024":
+        return _grid("objects-ti", 1024, s, budgets=(0.03, 0.05, 0.1), baseline=False)
     if name == "objects-tune":
         return [dict(bench="objects-ti", nf=8192, seed=0, K=10, preset=OD_PRESET, hp=hp, split="validation",
                      strategy="all") for hp in TUNE_TRIALS]
     if name.startswith("objects-tuned:"):
         hp = json.loads(name.split(":", 1)[1])
         return _grid("objects-ti", 8192, s, hp=hp, rnd=(0.05, 0.1, 0.25), vr=(0.2, 0.4, 0.6, 0.7))
+    if name.startswith("objects-repeat"):  # objects-repeat<R>: every task's data streamed R times
+        r = int(name[len("objects-repeat"):] or 8)
+        return _grid("objects-ti", 1024, s, repeat=r, rnd=(0.01, 0.03, 0.1), vr=(0.4, 0.6, 0.8))
+    if name == "objects-std-1024":  # streaming per-feature standardisation of the inputs
+        return _grid("objects-ti", 1024, s, standardize=True, rnd=(0.05, 0.25), vr=(0.2, 0.4, 0.6))
     if name == "animals":
         return _grid("animals-ti", 1024, s, preset="animals", hp={"likelihood_multiplier": 50},
                      vr=(0.3, 0.5), rnd=(0.2,))
@@ -93,13 +108,37 @@ def plan(name: str, seeds=(0, 1, 2)) -> list[dict]:
 _BENCH: dict = {}
 
 
+class RepeatedStream:
+    """A benchmark whose every task streams its training data ``repeat`` times, each copy in its own
+    seeded order: a long, redundant stream (like consecutive video frames) of the same examples.
+    Test sets, rare classes and everything else are the wrapped benchmark's."""
+
+    def __init__(self, benchmark, repeat: int):
+        self._b, self.repeat = benchmark, int(repeat)
+        self.name = f"{benchmark.name}x{self.repeat}"
+
+    def __getattr__(self, name):
+        return getattr(self._b, name)
+
+    def train_task(self, task: int, seed: int):
+        """The task's examples ``repeat`` times, each copy permuted (seeded by seed, task and copy)."""
+        import torch
+
+        X, y = self._b.train_task(task, seed)
+        idx = [torch.randperm(len(y), generator=torch.Generator().manual_seed(seed * 100_003 + task * 101 + c))
+               for c in range(self.repeat)]
+        idx = torch.cat(idx)
+        return X[idx], y[idx]
+
+
 def _bench(job):
     from bimu.data.feature_benchmarks import get_feature_benchmark
 
     key = (job["bench"], job["nf"], job.get("split", "test"))
     if key not in _BENCH:
         _BENCH[key] = get_feature_benchmark(job["bench"], n_features=job["nf"], split=key[2])
-    return _BENCH[key]
+    r = int(job.get("repeat", 1))
+    return _BENCH[key] if r == 1 else RepeatedStream(_BENCH[key], r)
 
 
 def run_jobs(jobs, out, log=print) -> None:
@@ -118,7 +157,8 @@ def run_jobs(jobs, out, log=print) -> None:
             continue
         t0 = time.time()
         r = run_stream(_bench(job), "bimu", job["strategy"], job.get("threshold"), job.get("budget"), 0.5,
-                       job.get("K", 10), job["seed"], job.get("preset"), job.get("hp") or {})
+                       job.get("K", 10), job["seed"], job.get("preset"), job.get("hp") or {},
+                       bool(job.get("standardize", False)))
         r.pop("task_quarters", None)
         r.update(key=key, job=job, seconds=round(time.time() - t0, 1))
         with open(path, "a") as f:
@@ -139,8 +179,10 @@ def setting_of(row) -> str:
     j = row["job"]
     hp = j.get("hp") or {}
     hp_s = ",".join(f"{k}={hp[k]}" for k in sorted(hp)) or "preset"
+    rep = (f" repeat={j['repeat']}" if j.get("repeat", 1) != 1 else "") + (" standardized" if j.get("standardize")
+                                                                          else "")
     # the baseline and random querying do not depend on K: they join every K of their setting
-    return f"{j['bench']} nf={j['nf']} {j.get('split', 'test')} {j.get('preset')} {hp_s}"
+    return f"{j['bench']} nf={j['nf']} {j.get('split', 'test')} {j.get('preset')} {hp_s}{rep}"
 
 
 def _label(row) -> tuple[str, float | None]:
@@ -254,6 +296,49 @@ def report(out) -> dict:
     return summary
 
 
+def dataset_stats(bench, probe_epochs: int = 30, seed: int = 0) -> dict:
+    """Stream statistics of a feature benchmark, and the accuracy of an OFFLINE linear probe.
+
+    The probe (multinomial logistic regression on standardised features, Adam, ``probe_epochs``
+    shuffled passes over the training data of all tasks pooled) bounds what any linear head on these
+    features can reach; the online one-pass learners stay below it.
+    """
+    import torch
+
+    Xs, ys, per_task = [], [], []
+    for t in range(bench.n_tasks):
+        X, y = bench.train_task(t, seed)
+        Xs.append(X.float())
+        ys.append(y)
+        per_task.append(len(y))
+    X, y = torch.cat(Xs), torch.cat(ys)
+    counts = np.bincount(y.numpy(), minlength=bench.n_classes)
+    rare = sorted(bench.rare_classes)
+    mu, sd = X.mean(0), X.std(0).clamp_min(1e-6)
+    g = torch.Generator().manual_seed(seed)
+    W = torch.zeros(X.shape[1], bench.n_classes, requires_grad=True)
+    b = torch.zeros(bench.n_classes, requires_grad=True)
+    opt = torch.optim.Adam([W, b], lr=1e-3, weight_decay=1e-4)
+    Z = (X - mu) / sd
+    for _ in range(probe_epochs):
+        for idx in torch.randperm(len(y), generator=g).split(256):
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(Z[idx] @ W + b, y[idx]).backward()
+            opt.step()
+    accs = []
+    with torch.no_grad():
+        for t in range(bench.n_tasks):
+            Xt, yt = bench.test_task(t)
+            accs.append(float((((Xt.float() - mu) / sd @ W + b).argmax(1) == yt).float().mean()))
+    return {"benchmark": bench.name, "n_features": int(X.shape[1]), "classes": int(bench.n_classes),
+            "tasks": int(bench.n_tasks), "train_examples": int(len(y)),
+            "train_per_task": [int(v) for v in per_task], "class_counts": counts.tolist(),
+            "imbalance_ratio": float(counts.max() / max(counts.min(), 1)),
+            "rare_share_of_stream": float(counts[rare].sum() / counts.sum()) if rare else 0.0,
+            "test_per_task": int(len(bench.test_task(0)[1])),
+            "offline_linear_probe_accuracy": float(np.mean(accs)), "probe_per_task": accs}
+
+
 def main(argv=None) -> int:
     """``python -m bimu.active.study {run,report}``."""
     p = argparse.ArgumentParser(prog="python -m bimu.active.study", description=__doc__.split("\n\n")[0])
@@ -264,7 +349,21 @@ def main(argv=None) -> int:
     r.add_argument("--out", required=True, help="output folder (runs.jsonl is appended)")
     q = sub.add_parser("report", help="tables and figure from <out>/runs.jsonl")
     q.add_argument("--out", required=True, help="folder holding runs.jsonl")
+    st = sub.add_parser("stats", help="stream statistics and an offline linear probe of a feature benchmark")
+    st.add_argument("benchmark", help="animals-ti or objects-ti")
+    st.add_argument("--n-features", type=int, nargs="+", default=[1024, 8192], help="feature subset sizes")
+    st.add_argument("--out", required=True, help="folder; writes stats-<benchmark>.json")
     args = p.parse_args(argv)
+    if args.cmd == "stats":
+        from bimu.data.feature_benchmarks import get_feature_benchmark
+
+        res = []
+        for nf in args.n_features:
+            res.append(dataset_stats(get_feature_benchmark(args.benchmark, n_features=nf)))
+            print(json.dumps({k: v for k, v in res[-1].items() if k != "probe_per_task"}), flush=True)
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        (Path(args.out) / f"stats-{args.benchmark}.json").write_text(json.dumps(res, indent=1))
+        return 0
     if args.cmd == "run":
         for name in args.plan:
             run_jobs(plan(name, args.seeds), args.out, log=lambda s: print(s, flush=True))

@@ -374,15 +374,16 @@ def make_method(config: RunConfig, sizes: Sequence[int], seed: int, hparams: dic
     return create_method(config.method, list(sizes), seed, **hparams), "torch"
 
 
-def make_acquisition(config: RunConfig):
-    """The acquisition of ``config.active`` from :mod:`bimu.active` (clear error if it is missing)."""
+def make_acquisition(config: RunConfig, seed: int = 0):
+    """The acquisition of ``config.active`` from :mod:`bimu.active` (clear error if it is missing);
+    ``seed`` seeds random querying (the run seed, so seeds draw different random subsets)."""
     try:
         from bimu.active import ActiveLearner, make_acquisition as make  # noqa: F401
     except ImportError as e:
         raise RuntimeError(f"--active {config.active}: active learning needs bimu.active "
                            f"(ActiveLearner, make_acquisition), which is not available here ({e})") from None
     return make(config.active, threshold=config.threshold, budget=config.budget,
-                budget_exponent=config.budget_exponent, mc_samples=config.mc_samples)
+                budget_exponent=config.budget_exponent, mc_samples=config.mc_samples, seed=seed)
 
 
 def make_learner(method, config: RunConfig):
@@ -391,7 +392,7 @@ def make_learner(method, config: RunConfig):
         return None
     from bimu.active import ActiveLearner
 
-    return ActiveLearner(method, make_acquisition(config))
+    return ActiveLearner(method, make_acquisition(config, seed=int(getattr(method, "seed", 0))))
 
 
 def resolved_config(config: RunConfig, sizes, preset, hparams, note, engine) -> dict[str, Any]:
