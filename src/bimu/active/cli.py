@@ -45,6 +45,8 @@ def _benchmark_options(p):
                    help="'validation' evaluates on 20%% of the training data (tuning)")
     p.add_argument("--standardize", action="store_true", help="streaming-safe per-feature standardisation")
     p.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds (default 0)")
+    p.add_argument("--engine", choices=("auto", "torch", "fused"), default="auto",
+                   help="auto: the fused engine when it supports the method (default), else torch")
 
 
 def _load(args):
@@ -85,7 +87,7 @@ def _sweep(args) -> int:
         grids[score] = [float(v) for v in values.split(",") if v]
     rows = sweep(bench, args.method, args.scores, args.thresholds, grids, args.seeds, args.mc_samples, preset,
                  hp, args.jobs, args.standardize, log=lambda s: print(s, flush=True),
-                 baseline=not args.no_baseline)
+                 baseline=not args.no_baseline, engine=args.engine)
     tag = " (STAND-IN)" if bench.is_standin else ""
     res = write_sweep(rows, args.out, title=f"{bench.name}{tag}, {args.method}, K={args.mc_samples}")
     print(json.dumps(res["savings"], default=float))

@@ -4,7 +4,7 @@ Each job is one :func:`~bimu.active.sweep.run_stream` call (one seed, one rule) 
 its result is appended as one JSON line to ``<out>/runs.jsonl``, and a job whose key is already
 there is skipped, so the queue can be stopped and restarted. :func:`report` groups the rows by
 setting (benchmark, features, K, hyperparameters, split), writes one table per setting with the
-updates saved at matched accuracy, and the figure ``<out>/curves.png``.
+updates saved at matched accuracy, and one figure per benchmark ``<out>/curves-<benchmark>.png``.
 
     python -m bimu.active.study run --plan objects-main --out results/objects-ti-study
     python -m bimu.active.study report --out results/objects-ti-study
@@ -77,7 +77,7 @@ def plan(name: str, seeds=(0, 1, 2)) -> list[dict]:
     ``animals`` (the animals-ti acceptance runs), or ``objects-tuned:<json overrides>``."""
     s = list(seeds)
     if name == "objects-main":
-        return (_grid("objects-ti", 8192, s, rnd=(0.03, 0.05, 0.1, 0.25, 0.5), vr=(0.2, 0.4, 0.6, 0.7, 0.8)))
+        return (_grid("objects-ti", 8192, s, rnd=(0.03, 0.05, 0.1, 0.25, 0.5), vr=(0.2, 0.4, 0.5, 0.6)))
     if name == "objects-budget":
         return _grid("objects-ti", 8192, s, budgets=(0.03, 0.05, 0.1), baseline=False)
     if name == "objects-1024":
@@ -85,7 +85,7 @@ def plan(name: str, seeds=(0, 1, 2)) -> list[dict]:
     if name == "objects-k25":
         return _grid("objects-ti", 8192, s, K=25, vr=(0.4, 0.6, 0.76), baseline=False)
     if name == "objects-k25-1024":
-        return _grid("objects-ti", 1024, s, K=25, vr=(0.4, 0.6, 0.76), baseline=False)
+        return _grid("objects-ti", 1024, s, K=25, vr=(0.44, 0.52, 0.6), baseline=False)
     if name == "objects-budget-1024":
         return _grid("objects-ti", 1024, s, budgets=(0.03, 0.05, 0.1), baseline=False)
     if name == "objects-tune":
@@ -93,15 +93,15 @@ def plan(name: str, seeds=(0, 1, 2)) -> list[dict]:
                      strategy="all") for hp in TUNE_TRIALS]
     if name.startswith("objects-tuned:"):
         hp = json.loads(name.split(":", 1)[1])
-        return _grid("objects-ti", 8192, s, hp=hp, rnd=(0.05, 0.1, 0.25), vr=(0.2, 0.4, 0.6, 0.7))
+        return _grid("objects-ti", 8192, s, hp=hp, rnd=(0.05, 0.1, 0.25), vr=(0.2, 0.4, 0.5))
     if name.startswith("objects-repeat"):  # objects-repeat<R>: every task's data streamed R times
         r = int(name[len("objects-repeat"):] or 8)
-        return _grid("objects-ti", 1024, s, repeat=r, rnd=(0.01, 0.03, 0.1), vr=(0.4, 0.6, 0.8))
-    if name == "objects-std-1024":  # streaming per-feature standardisation of the inputs
-        return _grid("objects-ti", 1024, s, standardize=True, rnd=(0.05, 0.25), vr=(0.2, 0.4, 0.6))
+        return _grid("objects-ti", 1024, s, repeat=r, rnd=(0.03, 0.1), vr=(0.4, 0.6))
+    if name == "objects-std":  # streaming per-feature standardisation of the inputs
+        return _grid("objects-ti", 8192, s, standardize=True, rnd=(0.05,), vr=(0.4, 0.6))
     if name == "animals":
         return _grid("animals-ti", 1024, s, preset="animals", hp={"likelihood_multiplier": 50},
-                     vr=(0.3, 0.5), rnd=(0.2,))
+                     vr=(0.3, 0.4, 0.5), rnd=(0.2, 0.3))
     raise ValueError(f"unknown plan {name!r}")
 
 
@@ -285,14 +285,55 @@ def plot(summary, path, settings=None) -> None:
     plt.close(fig)
 
 
+PAPER_STREAM = 442_194
+"""Training images of the paper's imbalanced OpenLORIS-Object stream (appendix)."""
+
+
+def plot_updates(summary, path, settings) -> None:
+    """Accuracy vs the absolute number of updates (log), one line per (setting, rule), with the
+    paper's OpenLORIS operating points marked: VR at 3.1% of 442,194 examples and the full stream."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 5))
+    for name in settings:
+        pts = summary[name]["points"]
+        short = name.replace("objects-ti ", "").replace(" test openloris-8192-imbalanced", "")
+        for rule in sorted({a["rule"] for a in pts}):
+            ps = sorted((a for a in pts if a["rule"] == rule), key=lambda a: a["updates"])
+            ps = [a for a in ps if a["updates"] >= 1]
+            if not ps:
+                continue
+            ax.errorbar([a["updates"] for a in ps], [100 * a["accuracy"] for a in ps],
+                        yerr=[100 * a["accuracy_std"] for a in ps], marker="s" if rule == "all" else "o",
+                        capsize=2, linestyle="--" if rule in ("random", "all") else "-", label=f"{short}: {rule}")
+    ax.axvline(0.031 * PAPER_STREAM, color="r", linestyle=":", label="paper: VR at 3.1% (~13.7k updates)")
+    ax.axvline(PAPER_STREAM, color="k", linestyle=":", label="paper: 100% baseline (442k updates)")
+    ax.set_xscale("log")
+    ax.set_xlabel("updates (= labels queried), log")
+    ax.set_ylabel("accuracy, mean over the 12 tasks (%)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=6, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
 def report(out) -> dict:
-    """Write ``<out>/summary.md``, ``<out>/summary.json`` and ``<out>/curves.png`` from the runs."""
+    """Write ``<out>/summary.md``, ``<out>/summary.json`` and ``<out>/curves-<benchmark>.png``."""
     out = Path(out)
     summary = summarize(load_rows(out))
     (out / "summary.md").write_text(markdown(summary))
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=float))
-    if summary:
-        plot(summary, out / "curves.png")
+    for bench in sorted({k.split(" ", 1)[0] for k in summary}):
+        names = [k for k in summary if k.startswith(bench + " ") and " validation " not in k]
+        if names:
+            plot(summary, out / f"curves-{bench}.png", settings=names)
+    names = [k for k in summary if k.startswith("objects-ti ") and " validation " not in k]
+    if names:
+        plot_updates(summary, out / "updates-objects-ti.png", names)
     return summary
 
 

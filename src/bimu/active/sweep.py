@@ -210,11 +210,11 @@ def _worker(args):
 def sweep(benchmark, method: str = "bimu", scores: Sequence[str] = ("vr",), thresholds=None, grids=None,
           seeds: Iterable[int] = (0,), mc_samples: int = 10, preset: str | None = None,
           hparams: Mapping | None = None, jobs: int = 1, standardize: bool = False,
-          log=None, baseline: bool = True) -> list[dict]:
+          log=None, baseline: bool = True, engine: str = "auto") -> list[dict]:
     """Run every (score, threshold) pair and the 100% baseline for each seed; returns one row per run."""
     global _WORKER_BENCH
     tasks = [dict(method=method, strategy=s, threshold=th, mc_samples=mc_samples, seed=int(seed),
-                  preset=preset, hparams=dict(hparams or {}), standardize=standardize)
+                  preset=preset, hparams=dict(hparams or {}), standardize=standardize, engine=engine)
              for seed in seeds for s, th in sweep_configs(scores, thresholds, grids, baseline)]
     _WORKER_BENCH = benchmark
     rows = []
