@@ -1,0 +1,57 @@
+"""The study driver: job keys, resumable runs, repeated streams, summaries and figures (toy data)."""
+
+import json
+
+import numpy as np
+import torch
+
+from bimu.active import study
+from bimu.data.feature_benchmarks import ArrayBenchmark
+
+HP = dict(lr=10.0, lr_max=0.05, likelihood_multiplier=10.0, kl_multiplier=0.5, memory_window=1000,
+          n_samples=4, n_eval_samples=4)
+
+
+def toy_benchmark(n_tasks=2, n=60, d=16, c=3):
+    rng = np.random.default_rng(0)
+    centers = rng.normal(0, 1.5, size=(c, d))
+    train, test = [], []
+    for t in range(n_tasks):
+        y = rng.integers(0, c, n)
+        train.append(((centers[y] + rng.normal(0, 1, size=(n, d))).astype(np.float32), y))
+        yt = np.repeat(np.arange(c), 10)
+        test.append(((centers[yt] + rng.normal(0, 1, size=(len(yt), d))).astype(np.float32), yt))
+    return ArrayBenchmark("toy", train, test, rare_classes={2})
+
+
+def test_repeated_stream_and_resumable_queue(tmp_path, monkeypatch):
+    b = toy_benchmark()
+    r = study.RepeatedStream(b, 3)
+    X, y = r.train_task(0, seed=1)
+    X0, y0 = b.train_task(0, 1)
+    assert len(y) == 3 * len(y0) and r.n_tasks == b.n_tasks and r.rare_classes == b.rare_classes
+    assert torch.equal(torch.sort(y[: len(y0)]).values, torch.sort(y0).values)
+    assert not torch.equal(X[: len(y0)], X[len(y0) : 2 * len(y0)])  # copies in their own orders
+    monkeypatch.setattr(study, "_bench", lambda job: b if job.get("repeat", 1) == 1 else study.RepeatedStream(b, 2))
+    jobs = [dict(bench="toy", nf=16, seed=0, strategy="all", hp=HP, preset=None),
+            dict(bench="toy", nf=16, seed=0, strategy="random", threshold=0.5, hp=HP, preset=None),
+            dict(bench="toy", nf=16, seed=0, strategy="vr", threshold=0.2, K=4, hp=HP, preset=None, repeat=2)]
+    study.run_jobs(jobs, tmp_path, log=lambda s: None)
+    study.run_jobs(jobs, tmp_path, log=lambda s: None)  # finished jobs are skipped
+    rows = study.load_rows(tmp_path)
+    assert len(rows) == 3 and len({r["key"] for r in rows}) == 3
+    assert rows[2]["examples_seen"] == 240 and rows[2]["key"].endswith("|repeat=2")
+    summary = study.report(tmp_path)
+    assert set(summary) == {"toy nf=16 test None " + ",".join(f"{k}={HP[k]}" for k in sorted(HP)),
+                            "toy nf=16 test None " + ",".join(f"{k}={HP[k]}" for k in sorted(HP)) + " repeat=2"}
+    md = (tmp_path / "summary.md").read_text()
+    assert "100% baseline" in md and "matched accuracy" in md
+    assert (tmp_path / "curves-toy.png").stat().st_size > 0
+    json.loads((tmp_path / "summary.json").read_text())
+
+
+def test_plans_are_well_formed():
+    for name in ("objects-main", "objects-1024", "objects-k25-1024", "objects-budget", "objects-tune",
+                 "objects-repeat6", "objects-std", "animals", 'objects-tuned:{"lr": 3}'):
+        jobs = study.plan(name)
+        assert jobs and len({study.job_key(j) for j in jobs}) == len(jobs)
