@@ -79,7 +79,7 @@ def plan(name: str, seeds=(0, 1, 2)) -> list[dict]:
     if name == "objects-main":
         return (_grid("objects-ti", 8192, s, rnd=(0.03, 0.05, 0.1, 0.25, 0.5), vr=(0.2, 0.4, 0.5, 0.6)))
     if name == "objects-budget":
-        return _grid("objects-ti", 8192, s, budgets=(0.03, 0.05, 0.1), baseline=False)
+        return _grid("objects-ti", 8192, s[:2], budgets=(0.03, 0.05, 0.1), baseline=False)  # time: 2 seeds
     if name == "objects-1024":
         return _grid("objects-ti", 1024, s, rnd=(0.05, 0.1, 0.25, 0.5), vr=(0.2, 0.4, 0.6, 0.8))
     if name == "objects-k25":
@@ -93,7 +93,7 @@ def plan(name: str, seeds=(0, 1, 2)) -> list[dict]:
                      strategy="all") for hp in TUNE_TRIALS]
     if name.startswith("objects-tuned:"):
         hp = json.loads(name.split(":", 1)[1])
-        return _grid("objects-ti", 8192, s, hp=hp, rnd=(0.05, 0.1, 0.25), vr=(0.2, 0.4, 0.5))
+        return _grid("objects-ti", 8192, s[:2], hp=hp, rnd=(0.05, 0.1, 0.25), vr=(0.2, 0.4))  # time: 2 seeds
     if name.startswith("objects-repeat"):  # objects-repeat<R>: every task's data streamed R times
         r = int(name[len("objects-repeat"):] or 8)
         return _grid("objects-ti", 1024, s, repeat=r, rnd=(0.03, 0.1), vr=(0.4, 0.6))
