@@ -102,6 +102,9 @@ def plan(name: str, seeds=(0, 1, 2)) -> list[dict]:
     if name == "animals":
         return _grid("animals-ti", 1024, s, preset="animals", hp={"likelihood_multiplier": 50},
                      vr=(0.3, 0.4, 0.5), rnd=(0.2, 0.3))
+    if name == "objects-vr01":  # tau = 0.1: query on any dissenting vote (the highest VR rate)
+        return (_grid("objects-ti", 1024, s, vr=(0.1,), baseline=False)
+                + _grid("objects-ti", 8192, s, vr=(0.1,), baseline=False))
     if name == "animals-extra":  # finer control near 20% of labels: K = 25 vote levels, entropy
         hp = {"likelihood_multiplier": 50}
         return (_grid("animals-ti", 1024, s, preset="animals", hp=hp, K=25, vr=(0.36, 0.44), baseline=False)
