@@ -72,9 +72,16 @@ TUNE_TRIALS = [
 
 
 def plan(name: str, seeds=(0, 1, 2)) -> list[dict]:
-    """The named job list: ``objects-main`` (8,192 features, K = 10, thresholds, random, budgets),
-    ``objects-1024``, ``objects-k25``, ``objects-tune`` (validation split, 100% baseline per trial),
-    ``animals`` (the animals-ti acceptance runs), or ``objects-tuned:<json overrides>``."""
+    """The named job list (seeds ``seeds`` unless the plan says otherwise):
+
+    ``objects-main`` (8,192 features, K = 10: 100% baseline, random 3-50%, VR thresholds),
+    ``objects-1024`` (the same at 1,024 features), ``objects-k25-1024`` (K = 25), ``objects-vr01``
+    (tau = 0.1 at both sizes), ``objects-budget`` (budget controller B = 3/5/10%, 2 seeds),
+    ``objects-tune`` (validation split: 100% baseline per :data:`TUNE_TRIALS` entry),
+    ``objects-tuned:<json overrides>`` (test runs with chosen overrides, 2 seeds),
+    ``objects-repeat<R>`` (every task streamed R times, 1,024 features), ``objects-std`` (streaming
+    standardisation, 8,192 features), ``animals`` and ``animals-extra`` (animals-ti acceptance).
+    """
     s = list(seeds)
     if name == "objects-main":
         return (_grid("objects-ti", 8192, s, rnd=(0.03, 0.05, 0.1, 0.25, 0.5), vr=(0.2, 0.4, 0.5, 0.6)))
