@@ -311,10 +311,13 @@ def plot_updates(summary, path, settings) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(9, 5))
+    fig, ax = plt.subplots(figsize=(14, 6))
+    colors = iter(plt.cm.tab20(np.linspace(0, 1, 20)))
     for name in settings:
         pts = summary[name]["points"]
-        short = name.replace("objects-ti ", "").replace(" test openloris-8192-imbalanced", "")
+        short = (name.replace("objects-ti ", "").replace(" test openloris-8192-imbalanced", "")
+                 .replace("kl_multiplier=1.5,likelihood_multiplier=187.8,lr=33.2,lr_max=0.08,memory_window=6700",
+                          "openloris-8192 values"))
         for rule in sorted({a["rule"] for a in pts}):
             ps = sorted((a for a in pts if a["rule"] == rule), key=lambda a: a["updates"])
             ps = [a for a in ps if a["updates"] >= 1]
@@ -322,14 +325,15 @@ def plot_updates(summary, path, settings) -> None:
                 continue
             ax.errorbar([a["updates"] for a in ps], [100 * a["accuracy"] for a in ps],
                         yerr=[100 * a["accuracy_std"] for a in ps], marker="s" if rule == "all" else "o",
-                        capsize=2, linestyle="--" if rule in ("random", "all") else "-", label=f"{short}: {rule}")
+                        capsize=2, linestyle="--" if rule in ("random", "all") else "-", label=f"{short}: {rule}",
+                        color=next(colors, None))
     ax.axvline(0.031 * PAPER_STREAM, color="r", linestyle=":", label="paper: VR at 3.1% (~13.7k updates)")
     ax.axvline(PAPER_STREAM, color="k", linestyle=":", label="paper: 100% baseline (442k updates)")
     ax.set_xscale("log")
     ax.set_xlabel("updates (= labels queried), log")
     ax.set_ylabel("accuracy, mean over the 12 tasks (%)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=6, ncol=2)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
