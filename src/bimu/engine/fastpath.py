@@ -50,6 +50,9 @@ from bimu.engine.kernels import (
 
 _OPTS = dict(cache=True, error_model="numpy", nogil=True, boundscheck=False)
 
+EVAL_BLOCK = 32
+"""Examples per evaluation block (a multiple of 4): the first layer's weights are read once per block."""
+
 ROWS_PER_TASK = 10
 """Rows of the first layer per parallel work item (the threaded driver splits rows in such blocks)."""
 
@@ -395,7 +398,7 @@ def hard_forward(Xp, B, W, sizes, poff, cfg, hp, K, threads, n_pool, out):
 
     The first layer runs four examples by two weight rows at a time (:func:`dot4x2`), the upper layers
     use :func:`dot`; every example follows the same arithmetic wherever it sits in the batch.
-    ``threads > 1`` splits blocks of four examples over threads (``n_pool``: size of numba's pool).
+    ``threads > 1`` splits blocks of :data:`EVAL_BLOCK` examples over threads (``n_pool``: size of numba's pool).
     """
     L = sizes.shape[0] - 1
     D = sizes[0]
@@ -406,8 +409,8 @@ def hard_forward(Xp, B, W, sizes, poff, cfg, hp, K, threads, n_pool, out):
     maxw = 0
     for l in range(1, L + 1):
         maxw = max(maxw, sizes[l])
-    nblk = Xp.shape[0] // 4
-    S = np.zeros((n_pool, 3, K * 4 * maxw), dtype=W.dtype)
+    nblk = (Xp.shape[0] + EVAL_BLOCK - 1) // EVAL_BLOCK
+    S = np.zeros((n_pool, 3, K * EVAL_BLOCK * maxw), dtype=W.dtype)
     tmp = np.zeros((n_pool, 8), dtype=W.dtype)
     rs = np.zeros((n_pool, 1), dtype=np.float64)
     zero_row = np.zeros(D, dtype=W.dtype)
@@ -424,23 +427,31 @@ def hard_forward(Xp, B, W, sizes, poff, cfg, hp, K, threads, n_pool, out):
 
 @njit(**_OPTS)
 def _hard_block(Xp, B, W, sizes, poff, act, out_norm, gate, eps, K, blk, zero_row, cur, nxt, xh, rs, tmp, out):
-    """One block of four examples through the whole network (see :func:`hard_forward`)."""
+    """One block of up to :data:`EVAL_BLOCK` examples through the whole network (see :func:`hard_forward`).
+
+    The first layer loads each pair of weight rows once per block and runs :func:`dot4x2` on the
+    block's groups of four examples, so the weights stream from memory once per block, not once per
+    four examples."""
     L = sizes.shape[0] - 1
     D = sizes[0]
     C = sizes[L]
     n0 = sizes[1]
-    b0 = blk * 4
-    nb = min(4, B - b0)
+    NB = EVAL_BLOCK
+    b0 = blk * NB
+    nb = min(NB, B - b0)
+    ngrp = (nb + 3) // 4
     for k in range(K):
         wk = k * D * n0
         for o in range(0, n0, 2):
             w0 = W[wk + o * D:wk + (o + 1) * D]
             w1 = W[wk + (o + 1) * D:wk + (o + 2) * D] if o + 1 < n0 else zero_row
-            dot4x2(w0, w1, Xp[b0], Xp[b0 + 1], Xp[b0 + 2], Xp[b0 + 3], tmp)
-            for r in range(4):
-                nxt[(k * 4 + r) * n0 + o] = tmp[2 * r]
-                if o + 1 < n0:
-                    nxt[(k * 4 + r) * n0 + o + 1] = tmp[2 * r + 1]
+            for g in range(ngrp):
+                e = b0 + 4 * g
+                dot4x2(w0, w1, Xp[e], Xp[e + 1], Xp[e + 2], Xp[e + 3], tmp)
+                for r in range(4):
+                    nxt[(k * NB + 4 * g + r) * n0 + o] = tmp[2 * r]
+                    if o + 1 < n0:
+                        nxt[(k * NB + 4 * g + r) * n0 + o + 1] = tmp[2 * r + 1]
     for l in range(L):
         n_in = sizes[l]
         n_out = sizes[l + 1]
@@ -450,12 +461,12 @@ def _hard_block(Xp, B, W, sizes, poff, act, out_norm, gate, eps, K, blk, zero_ro
                 for o in range(n_out):
                     wo = K * poff[l] + k * kstride + o * n_in
                     for r in range(nb):
-                        ao = (k * 4 + r) * n_in
-                        nxt[(k * 4 + r) * n_out + o] = dot(W[wo:wo + n_in], cur[ao:ao + n_in])
+                        ao = (k * NB + r) * n_in
+                        nxt[(k * NB + r) * n_out + o] = dot(W[wo:wo + n_in], cur[ao:ao + n_in])
         hidden = l < L - 1
         for k in range(K):
             for r in range(nb):
-                base = (k * 4 + r) * n_out
+                base = (k * NB + r) * n_out
                 if hidden or out_norm:
                     _layer_norm_act(nxt, xh, cur, rs, base, n_out, eps, act, gate, hidden)
                 else:
@@ -464,4 +475,4 @@ def _hard_block(Xp, B, W, sizes, poff, act, out_norm, gate, eps, K, blk, zero_ro
     for k in range(K):
         for r in range(nb):
             for c in range(C):
-                out[k, b0 + r, c] = cur[(k * 4 + r) * C + c]
+                out[k, b0 + r, c] = cur[(k * NB + r) * C + c]
