@@ -10,21 +10,25 @@ organised for speed:
 * one pass per step over each row of the first layer (the bulk of the parameters) does everything
   that touches the row while it is in L1 cache: accumulate the gradient over the K samples, apply
   the update, draw the next step's K relaxed samples, and compute the next step's first-layer
-  pre-activations (K dot products with the next input);
+  pre-activations (K dot products with the next input). That pass is compiled once per ``K``
+  (:func:`bimu.engine.rowpass.row_pass_kernel`, obtained through :func:`train_steps_b1_kernel`): with
+  ``K`` a compile-time constant the loops over samples unroll inside the column loop, which then
+  vectorises as a whole (no gradient vector is written; each sample is loaded and stored once);
 * one exp per parameter and step: ``exp(-2|lambda|)`` of the new lambda is kept (``BT``) for the next
   step's update and is what the T = 1 sampling identity needs;
 * the relaxed uniforms come from a 32-bit hash keyed per row (:func:`bimu.engine.rng.relaxed_uniforms`),
   which vectorises with 32-bit integer lanes;
-* the row work lives in one compiled, non-inlined function (:func:`row_step`, FMA contraction on)
-  whose loops vectorise (float32 AVX2); the serial and the threaded drivers call the same compiled
-  function, so results do not depend on the thread count or on how steps are grouped into calls;
+* the upper layers (small) use :func:`row_step` (FMA contraction on); the serial and the threaded
+  drivers call the same compiled functions, so results do not depend on the thread count or on how
+  steps are grouped into calls;
 * no allocation inside the step loop: scratch is allocated once per method object
   (:func:`make_scratch`).
 
 Evaluation (:func:`hard_forward`): the K hard weight sets are drawn once per call
 (:func:`bimu.engine.kernels.sample_weights`) and the first layer is computed by a register-blocked
-kernel (:func:`dot4x2`: four examples by two weight rows) on a batch padded to a multiple of four,
-so an example's result does not depend on its batch.
+kernel (:func:`dot4x2`: four examples by two weight rows) on a batch padded to a multiple of four;
+each pair of weight rows is loaded once per block of :data:`EVAL_BLOCK` examples. An example's result
+does not depend on its batch.
 """
 
 from __future__ import annotations
