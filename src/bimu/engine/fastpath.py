@@ -38,7 +38,7 @@ import math
 import numpy as np
 from numba import get_thread_id, njit, prange
 
-from bimu.engine.rowpass import dot, row_pass_kernel
+from bimu.engine.rowpass import dot, row_pass_kernel, row_resample_kernel
 from bimu.engine.kernels import (
     ACT_RBG,
     KIND_BIMU,
@@ -175,14 +175,14 @@ def train_steps_b1_kernel(K: int, kind: int):
     kind = int(kind)
     fn = _B1_CACHE.get((K, kind))
     if fn is None:
-        fn = _B1_CACHE[(K, kind)] = _make_b1(row_pass_kernel(K, kind))
+        fn = _B1_CACHE[(K, kind)] = _make_b1(row_pass_kernel(K, kind), row_resample_kernel(K))
     return fn
 
 
 _B1_CACHE: dict = {}
 
 
-def _make_b1(first_layer):
+def _make_b1(first_layer, first_layer_resample):
     @njit(parallel=True, fastmath={"contract"}, **_OPTS)
     def train_steps_b1(X, Y, n_steps, lam, prior, W, sizes, poff, cfg, hp, key, step0, threads, Z0, Z, XH, A, DZ, DA,
                        RS, G, BT, CV):
@@ -221,9 +221,9 @@ def _make_b1(first_layer):
             s = step0 + j
             x = X[j]
             if not have_z0:
-                for k in range(K):
-                    for o in range(n0):
-                        Z0[k * n0 + o] = dot(W[k * k0stride + o * D:k * k0stride + (o + 1) * D], x)
+                # first step of a call: redraw this step's first-layer samples (the same values the
+                # previous call drew) with the same fused pass, so Z0 is summed exactly as within a call
+                first_layer_resample(lam, W, BT, n0, 0, n0, D, k0stride, x, Z0, key, s)
             for t in range(K * n0):
                 Z[t] = Z0[t]
             # ---------------- forward
