@@ -37,8 +37,8 @@ def test_row_pass_matches_row_step(kind, K, update):
     lam_b, W_b = lam.copy(), W.copy()
     bt_b = np.exp(-2 * np.abs(lam)).astype(np.float32)
     z_b = np.zeros(K * n0, np.float32)
-    row_pass_kernel(K, kind)(lam_b, prior, W_b, bt_b, DZ, n0, 0, n0, D, D * n0, x, xn, z_b, hp, key, step, update,
-                             np.zeros(K, np.float32))
+    row_pass_kernel(K)(lam_b, prior, W_b, bt_b, DZ, n0, 0, n0, D, D * n0, x, xn, z_b, hp, key, step, update,
+                       np.zeros(K, np.float32), kind)
     if update:
         assert not np.array_equal(lam_b, lam)  # the update did something
     np.testing.assert_allclose(lam_b, lam_a, rtol=2e-6, atol=1e-7)  # gradient summed in another order
@@ -58,8 +58,8 @@ def test_row_pass_rows_are_independent_of_blocking():
         bt = np.exp(-2 * np.abs(l)).astype(np.float32)
         z = np.zeros(K * n0, np.float32)
         for r0, r1 in splits:
-            row_pass_kernel(K, KIND_BIMU)(l, prior, w, bt, DZ, n0, r0, r1, D, D * n0, x, xn, z, hp,
-                                          np.uint64(5), 3, True, np.zeros(K, np.float32))
+            row_pass_kernel(K)(l, prior, w, bt, DZ, n0, r0, r1, D, D * n0, x, xn, z, hp, np.uint64(5), 3, True,
+                               np.zeros(K, np.float32), KIND_BIMU)
         out.append((l, w, bt, z))
     for a, b in zip(*out):
         assert np.array_equal(a, b)
@@ -68,4 +68,4 @@ def test_row_pass_rows_are_independent_of_blocking():
 @pytest.mark.parametrize("K", [0, 65])
 def test_row_pass_rejects_unsupported_sample_counts(K):
     with pytest.raises(ValueError, match="1 <= K <= 64"):
-        row_pass_kernel(K, KIND_BIMU)
+        row_pass_kernel(K)

@@ -38,7 +38,7 @@ import math
 import numpy as np
 from numba import get_thread_id, njit, prange
 
-from bimu.engine.rowpass import dot, row_pass_kernel, row_resample_kernel
+from bimu.engine.rowpass import dot
 from bimu.engine.kernels import (
     ACT_RBG,
     KIND_BIMU,
@@ -168,180 +168,175 @@ def _rows(lam, prior, W, G, r0, r1, e_base, wbase, n_in, kstride, K, C0, coff, n
                  have_g, update, True, kind, hp, key, step, bt, zout, o, n_out, xnext, do_next)
 
 
-def train_steps_b1_kernel(K: int, kind: int):
-    """The compiled :func:`train_steps_b1` for ``K`` samples and update ``kind`` (built once per pair and
-    cached on disk; its first layer runs :func:`bimu.engine.rowpass.row_pass_kernel`)."""
-    K = int(K)
-    kind = int(kind)
-    fn = _B1_CACHE.get((K, kind))
-    if fn is None:
-        fn = _B1_CACHE[(K, kind)] = _make_b1(row_pass_kernel(K, kind), row_resample_kernel(K))
-    return fn
+def train_steps_b1_kernel(K: int):
+    """The compiled :func:`_train_steps_b1_template` for ``K`` samples: a module generated once per ``K``
+    (:func:`bimu.engine.rowpass.generated_module`, cached on disk like every other kernel) in which the
+    first layer runs the per-K row pass."""
+    from bimu.engine.rowpass import generated_module
+
+    return generated_module(K).train_steps_b1
 
 
-_B1_CACHE: dict = {}
+# The template of the generated ``train_steps_b1`` (plain Python here; never called directly). The
+# names ``first_layer`` and ``first_layer_resample`` are the generated module's per-K row pass and
+# resampling functions.
+def _train_steps_b1_template(X, Y, n_steps, lam, prior, W, sizes, poff, cfg, hp, key, step0, threads, Z0, Z, XH, A,
+                             DZ, DA, RS, G, BT, CV):
+    """``n_steps`` online steps of batch size 1 at temperature 1 (rows of ``X`` / ``Y`` in order).
 
-
-def _make_b1(first_layer, first_layer_resample):
-    @njit(parallel=True, fastmath={"contract"}, **_OPTS)
-    def train_steps_b1(X, Y, n_steps, lam, prior, W, sizes, poff, cfg, hp, key, step0, threads, Z0, Z, XH, A, DZ, DA,
-                       RS, G, BT, CV):
-        """``n_steps`` online steps of batch size 1 at temperature 1 (rows of ``X`` / ``Y`` in order).
-
-        Same contract as :func:`bimu.engine.kernels.train_steps` with ``B = 1`` (results agree to rounding);
-        no allocation.
-        Scratch (see :func:`make_scratch`): ``Z0`` (``K * sizes[1]``, next first-layer pre-activations),
-        ``Z, XH, A, DZ`` (``K * sum(sizes[1:])`` each), ``DA`` (``K * max(sizes)``), ``RS`` (float64,
-        ``K * L``), ``G`` (``P``), ``BT`` (``P``, receives ``exp(-2 |lam|)``), ``CV`` (``[threads, K + 3 max(sizes)]``). Returns
-        the number of steps whose gradient was not identically zero. ``threads > 1`` splits the first
-        layer's rows over threads in blocks of :data:`ROWS_PER_TASK`; results do not depend on it.
-        """
-        L = sizes.shape[0] - 1
-        K = cfg[4]
-        P = lam.shape[0]
-        D = sizes[0]
-        act = cfg[0]
-        out_norm = cfg[1]
-        kind = cfg[2]
-        gate = hp[7]
-        n0 = sizes[1]
-        k0stride = D * n0
-        one = as_like(1.0, lam[0])
-        hoff = np.zeros(L + 1, dtype=np.int64)
+    Same contract as :func:`bimu.engine.kernels.train_steps` with ``B = 1`` (results agree to rounding);
+    no allocation.
+    Scratch (see :func:`make_scratch`): ``Z0`` (``K * sizes[1]``, next first-layer pre-activations),
+    ``Z, XH, A, DZ`` (``K * sum(sizes[1:])`` each), ``DA`` (``K * max(sizes)``), ``RS`` (float64,
+    ``K * L``), ``G`` (``P``), ``BT`` (``P``, receives ``exp(-2 |lam|)``), ``CV`` (``[threads, K + 3 max(sizes)]``). Returns
+    the number of steps whose gradient was not identically zero. ``threads > 1`` splits the first
+    layer's rows over threads in blocks of :data:`ROWS_PER_TASK`; results do not depend on it.
+    """
+    L = sizes.shape[0] - 1
+    K = cfg[4]
+    P = lam.shape[0]
+    D = sizes[0]
+    act = cfg[0]
+    out_norm = cfg[1]
+    kind = cfg[2]
+    gate = hp[7]
+    n0 = sizes[1]
+    k0stride = D * n0
+    one = as_like(1.0, lam[0])
+    hoff = np.zeros(L + 1, dtype=np.int64)
+    for l in range(L):
+        hoff[l + 1] = hoff[l] + K * sizes[l + 1]
+    have_z0 = False
+    m2 = as_like(-2.0, lam[0])
+    for e in range(P):
+        BT[e] = fexp(m2 * abs(lam[e]))
+    C = sizes[L]
+    nblk = (n0 + ROWS_PER_TASK - 1) // ROWS_PER_TASK
+    applied = 0
+    for j in range(n_steps):
+        s = step0 + j
+        x = X[j]
+        if not have_z0:
+            # first step of a call: redraw this step's first-layer samples (the same values the
+            # previous call drew) with the same fused pass, so Z0 is summed exactly as within a call
+            first_layer_resample(lam, W, BT, n0, 0, n0, D, k0stride, x, Z0, key, s)
+        for t in range(K * n0):
+            Z[t] = Z0[t]
+        # ---------------- forward
         for l in range(L):
-            hoff[l + 1] = hoff[l] + K * sizes[l + 1]
-        have_z0 = False
-        m2 = as_like(-2.0, lam[0])
-        for e in range(P):
-            BT[e] = fexp(m2 * abs(lam[e]))
-        C = sizes[L]
-        nblk = (n0 + ROWS_PER_TASK - 1) // ROWS_PER_TASK
-        applied = 0
-        for j in range(n_steps):
-            s = step0 + j
-            x = X[j]
-            if not have_z0:
-                # first step of a call: redraw this step's first-layer samples (the same values the
-                # previous call drew) with the same fused pass, so Z0 is summed exactly as within a call
-                first_layer_resample(lam, W, BT, n0, 0, n0, D, k0stride, x, Z0, key, s)
-            for t in range(K * n0):
-                Z[t] = Z0[t]
-            # ---------------- forward
-            for l in range(L):
-                n_in = sizes[l]
-                n_out = sizes[l + 1]
-                if l > 0:
-                    kstride = n_in * n_out
-                    for k in range(K):
-                        for o in range(n_out):
-                            wo = K * poff[l] + k * kstride + o * n_in
-                            ao = hoff[l - 1] + k * n_in
-                            Z[hoff[l] + k * n_out + o] = dot(W[wo:wo + n_in], A[ao:ao + n_in])
-                hidden = l < L - 1
-                for k in range(K):
-                    base = hoff[l] + k * n_out
-                    if hidden or out_norm:
-                        _layer_norm_act(Z, XH, A, RS[l * K + k:], base, n_out, hp[8], act, gate, hidden)
-                    else:
-                        for o in range(n_out):
-                            A[base + o] = Z[base + o]
-                            XH[base + o] = Z[base + o]
-            # ---------------- loss gradient, output norm
-            lb = hoff[L - 1]
-            y = Y[j]
-            for k in range(K):
-                base = lb + k * C
-                mx = A[base]
-                for cc in range(1, C):
-                    mx = max(mx, A[base + cc])
-                ssum = 0.0
-                for cc in range(C):
-                    ssum += math.exp(A[base + cc] - mx)
-                for cc in range(C):
-                    pr = math.exp(A[base + cc] - mx) / ssum
-                    DA[k * C + cc] = (pr - (1.0 if cc == y else 0.0)) / K
-            for k in range(K):
-                base = lb + k * C
-                if out_norm:
-                    ln_backward(DA, k * C, XH, base, DZ, RS[(L - 1) * K + k], C)
-                else:
-                    for cc in range(C):
-                        DZ[base + cc] = DA[k * C + cc]
-            # ---------------- backward through hidden layers
-            for l in range(L - 1, 0, -1):
-                n_in = sizes[l]
-                n_out = sizes[l + 1]
+            n_in = sizes[l]
+            n_out = sizes[l + 1]
+            if l > 0:
                 kstride = n_in * n_out
                 for k in range(K):
-                    for i in range(n_in):
-                        DA[k * n_in + i] = 0
-                    da_ = DA[k * n_in:(k + 1) * n_in]
                     for o in range(n_out):
-                        cz = DZ[hoff[l] + k * n_out + o]
                         wo = K * poff[l] + k * kstride + o * n_in
-                        w_ = W[wo:wo + n_in]
-                        for i in range(n_in):
-                            da_[i] += cz * w_[i]
-                    base = hoff[l - 1] + k * n_in
-                    for i in range(n_in):
-                        DA[k * n_in + i] *= _act_grad(XH[base + i], act, gate)
-                    ln_backward(DA, k * n_in, XH, base, DZ, RS[(l - 1) * K + k], n_in)
-            # ---------------- gradients of the upper layers (small); is the whole gradient zero?
-            nonzero = False
-            cvec = CV[0]
-            for l in range(1, L):
-                n_in = sizes[l]
-                n_out = sizes[l + 1]
-                kstride = n_in * n_out
-                for o in range(n_out):
-                    e0 = poff[l] + o * n_in
-                    for k in range(K):
-                        cvec[k] = DZ[hoff[l] + k * n_out + o]
-                    row_step(lam, prior, W, G, e0, K * poff[l] + o * n_in, kstride, n_in, K, cvec, A, hoff[l - 1], n_in,
-                             False, False, False, kind, hp, key, 0, BT, Z0, 0, 0, x, False)
-                    if not nonzero:
-                        for i in range(n_in):
-                            if G[e0 + i] != 0:
-                                nonzero = True
-                                break
-            if not nonzero:
-                # rare: decide from the first layer's gradient computed explicitly
-                anyc = False
-                for t in range(K * n0):
-                    if DZ[t] != 0:
-                        anyc = True
-                if anyc:
-                    for o in range(n0):
-                        for k in range(K):
-                            cvec[k] = DZ[k * n0 + o]
-                        row_step(lam, prior, W, G, o * D, o * D, k0stride, D, K, cvec, x, 0, 0, False, False, False,
-                                 kind, hp, key, 0, BT, Z0, 0, 0, x, False)
-                        for i in range(D):
-                            if G[o * D + i] != 0:
-                                nonzero = True
-            if nonzero:
-                applied += 1
-            # ---------------- update + resample: upper layers, then the fused first-layer pass
-            cbase = s + 1  # the step whose samples are drawn
-            have_next = j + 1 < n_steps
-            for l in range(1, L):
-                n_in = sizes[l]
-                n_out = sizes[l + 1]
-                _rows(lam, prior, W, G, 0, n_out, poff[l], K * poff[l], n_in, n_in * n_out, K, DZ, hoff[l], n_out,
-                      A, 0, 0, True, nonzero, kind, hp, key, cbase, BT, CV[0], Z0, x, False)
-            xn = X[j + 1] if have_next else x
-            if threads > 1:
-                for blk in prange(nblk):
-                    tid = get_thread_id()
-                    r1 = min(n0, (blk + 1) * ROWS_PER_TASK)
-                    first_layer(lam, prior, W, BT, DZ, n0, blk * ROWS_PER_TASK, r1, D, k0stride, x, xn, Z0, hp, key,
-                                cbase, nonzero, CV[tid])
+                        ao = hoff[l - 1] + k * n_in
+                        Z[hoff[l] + k * n_out + o] = dot(W[wo:wo + n_in], A[ao:ao + n_in])
+            hidden = l < L - 1
+            for k in range(K):
+                base = hoff[l] + k * n_out
+                if hidden or out_norm:
+                    _layer_norm_act(Z, XH, A, RS[l * K + k:], base, n_out, hp[8], act, gate, hidden)
+                else:
+                    for o in range(n_out):
+                        A[base + o] = Z[base + o]
+                        XH[base + o] = Z[base + o]
+        # ---------------- loss gradient, output norm
+        lb = hoff[L - 1]
+        y = Y[j]
+        for k in range(K):
+            base = lb + k * C
+            mx = A[base]
+            for cc in range(1, C):
+                mx = max(mx, A[base + cc])
+            ssum = 0.0
+            for cc in range(C):
+                ssum += math.exp(A[base + cc] - mx)
+            for cc in range(C):
+                pr = math.exp(A[base + cc] - mx) / ssum
+                DA[k * C + cc] = (pr - (1.0 if cc == y else 0.0)) / K
+        for k in range(K):
+            base = lb + k * C
+            if out_norm:
+                ln_backward(DA, k * C, XH, base, DZ, RS[(L - 1) * K + k], C)
             else:
-                first_layer(lam, prior, W, BT, DZ, n0, 0, n0, D, k0stride, x, xn, Z0, hp, key, cbase, nonzero, CV[0])
-            have_z0 = have_next
-        return applied
-
-    return train_steps_b1
+                for cc in range(C):
+                    DZ[base + cc] = DA[k * C + cc]
+        # ---------------- backward through hidden layers
+        for l in range(L - 1, 0, -1):
+            n_in = sizes[l]
+            n_out = sizes[l + 1]
+            kstride = n_in * n_out
+            for k in range(K):
+                for i in range(n_in):
+                    DA[k * n_in + i] = 0
+                da_ = DA[k * n_in:(k + 1) * n_in]
+                for o in range(n_out):
+                    cz = DZ[hoff[l] + k * n_out + o]
+                    wo = K * poff[l] + k * kstride + o * n_in
+                    w_ = W[wo:wo + n_in]
+                    for i in range(n_in):
+                        da_[i] += cz * w_[i]
+                base = hoff[l - 1] + k * n_in
+                for i in range(n_in):
+                    DA[k * n_in + i] *= _act_grad(XH[base + i], act, gate)
+                ln_backward(DA, k * n_in, XH, base, DZ, RS[(l - 1) * K + k], n_in)
+        # ---------------- gradients of the upper layers (small); is the whole gradient zero?
+        nonzero = False
+        cvec = CV[0]
+        for l in range(1, L):
+            n_in = sizes[l]
+            n_out = sizes[l + 1]
+            kstride = n_in * n_out
+            for o in range(n_out):
+                e0 = poff[l] + o * n_in
+                for k in range(K):
+                    cvec[k] = DZ[hoff[l] + k * n_out + o]
+                row_step(lam, prior, W, G, e0, K * poff[l] + o * n_in, kstride, n_in, K, cvec, A, hoff[l - 1], n_in,
+                         False, False, False, kind, hp, key, 0, BT, Z0, 0, 0, x, False)
+                if not nonzero:
+                    for i in range(n_in):
+                        if G[e0 + i] != 0:
+                            nonzero = True
+                            break
+        if not nonzero:
+            # rare: decide from the first layer's gradient computed explicitly
+            anyc = False
+            for t in range(K * n0):
+                if DZ[t] != 0:
+                    anyc = True
+            if anyc:
+                for o in range(n0):
+                    for k in range(K):
+                        cvec[k] = DZ[k * n0 + o]
+                    row_step(lam, prior, W, G, o * D, o * D, k0stride, D, K, cvec, x, 0, 0, False, False, False,
+                             kind, hp, key, 0, BT, Z0, 0, 0, x, False)
+                    for i in range(D):
+                        if G[o * D + i] != 0:
+                            nonzero = True
+        if nonzero:
+            applied += 1
+        # ---------------- update + resample: upper layers, then the fused first-layer pass
+        cbase = s + 1  # the step whose samples are drawn
+        have_next = j + 1 < n_steps
+        for l in range(1, L):
+            n_in = sizes[l]
+            n_out = sizes[l + 1]
+            _rows(lam, prior, W, G, 0, n_out, poff[l], K * poff[l], n_in, n_in * n_out, K, DZ, hoff[l], n_out,
+                  A, 0, 0, True, nonzero, kind, hp, key, cbase, BT, CV[0], Z0, x, False)
+        xn = X[j + 1] if have_next else x
+        if threads > 1:
+            for blk in prange(nblk):
+                tid = get_thread_id()
+                r1 = min(n0, (blk + 1) * ROWS_PER_TASK)
+                first_layer(lam, prior, W, BT, DZ, n0, blk * ROWS_PER_TASK, r1, D, k0stride, x, xn, Z0, hp, key,
+                            cbase, nonzero, CV[tid], kind)
+        else:
+            first_layer(lam, prior, W, BT, DZ, n0, 0, n0, D, k0stride, x, xn, Z0, hp, key, cbase, nonzero, CV[0],
+                        kind)
+        have_z0 = have_next
+    return applied
 
 
 def make_scratch(sizes, K: int, threads: int, dtype) -> tuple:

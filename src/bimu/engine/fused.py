@@ -169,7 +169,7 @@ class _FusedBase(OnlineMethod):
             if getattr(self, "_scratch", None) is None:
                 self._scratch = fastpath.make_scratch(self.sizes, self.K, numba.config.NUMBA_NUM_THREADS,
                                                       self.dtype)
-            steps_b1 = fastpath.train_steps_b1_kernel(self.K, int(self._cfg[2]))
+            steps_b1 = fastpath.train_steps_b1_kernel(self.K)
             applied = steps_b1(xn.reshape(n_steps, -1), yn, n_steps, self.lam, self.prior, self.W, self._sizes,
                                self._poff, self._cfg, self._hp, self.train_key, self.train_step, self.threads,
                                *self._scratch)
