@@ -1,13 +1,16 @@
 """Independent jobs side by side on one machine (``bimu reproduce NAME --jobs N``).
 
-A :class:`Job` is a key and a function returning an exit code. :func:`run_jobs` runs them with at
-most ``n`` alive at a time, each in its own forked process (``n == 1``: one after the other in this
-process). Every job writes its own run directory atomically, so jobs never share a file; a job that
+A :class:`Job` is a key, a function returning an exit code and its arguments. :func:`run_jobs` runs
+them with at most ``n`` alive at a time, each in its own process (``n == 1``: one after the other in
+this process). Processes come from a ``forkserver`` (a clean server that has imported torch and bimu
+but never run a computation, so forking it is safe where forking a process that already used
+OpenMP is not); the function and its arguments are therefore pickled: a module-level function and
+plain data. Every job writes its own run directory atomically, so jobs never share a file; a job that
 raises, exits non-zero or dies (even from a signal) is reported with exit code 1 and the others go
 on. A KeyboardInterrupt terminates the running children (their completed tasks stay checkpointed)
 and propagates.
 
->>> run_jobs([Job("a", lambda: 0), Job("b", lambda: 3)], n=1, log=lambda s: None)
+>>> run_jobs([Job("a", int, ("0",)), Job("b", int, ("3",))], n=1, log=lambda s: None)
 {'a': 0, 'b': 1}
 """
 
@@ -22,10 +25,20 @@ from collections.abc import Callable, Sequence
 
 @dataclasses.dataclass(frozen=True)
 class Job:
-    """One unit of work: a unique ``key`` (for messages) and ``fn() -> exit code``."""
+    """One unit of work: a unique ``key`` (for messages) and ``fn(*args) -> exit code`` (picklable when
+    it runs in a child process: a module-level function and plain data)."""
 
     key: str
-    fn: Callable[[], int]
+    fn: Callable[..., int]
+    args: tuple = ()
+
+    def __call__(self) -> int:
+        """Run the job here."""
+        return self.fn(*self.args)
+
+
+PRELOAD = ("torch", "numpy", "bimu.experiments.runner", "bimu.active.sweep")
+"""Modules the fork server imports once, so that each job starts without importing them again."""
 
 
 def default_jobs() -> int:
@@ -49,7 +62,7 @@ def check_jobs(n) -> int:
 
 def _call(job: Job, log) -> int:
     try:
-        return 0 if int(job.fn() or 0) == 0 else 1
+        return 0 if int(job() or 0) == 0 else 1
     except KeyboardInterrupt:
         raise
     except Exception as e:  # noqa: BLE001 - one job failing must not stop the others
@@ -80,7 +93,8 @@ def run_jobs(jobs: Sequence[Job], n: int = 1, log: Callable[[str], None] | None 
     import multiprocessing as mp
     from multiprocessing.connection import wait
 
-    ctx = mp.get_context("fork")
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(list(PRELOAD))
     pending = list(jobs)
     running: dict[int, tuple[Job, object]] = {}
     codes: dict[str, int] = {}

@@ -333,7 +333,7 @@ def run_rows(entry: Entry, opts: Options, log=None) -> tuple[list[Row], dict[str
     exit code)``. Every configuration is checked first (clear errors before any training); a failing
     job leaves its ``error.txt`` and the others complete."""
     from bimu.experiments.parallel import Job, run_jobs
-    from bimu.experiments.runner import preflight, run_experiment
+    from bimu.experiments.runner import preflight
 
     rows = entry.rows(opts)
     jobs = []
@@ -343,13 +343,34 @@ def run_rows(entry: Entry, opts: Options, log=None) -> tuple[list[Row], dict[str
         cfg = row.config.replace(out=str(row_dir(opts, entry.name, row)))
         preflight(cfg)
         for seed in cfg.seeds:
-            one = cfg.replace(seeds=[seed])
-            jobs.append(Job(f"{row.slug}/seed-{seed}",
-                            lambda one=one: run_experiment(one, progress=opts.progress, log=log)[1]))
+            jobs.append(Job(f"{row.slug}/seed-{seed}", run_config_job,
+                            (cfg.replace(seeds=[seed]).to_dict(), opts.progress, benchmark_module(cfg.benchmark))))
+    if opts.jobs == 1:  # in this process: keep the caller's log
+        jobs = [Job(j.key, run_config_job, (*j.args, log)) for j in jobs]
     codes = run_jobs(jobs, opts.jobs, log=log)
     summaries = {row.slug: read_summaries(row.config.replace(out=str(row_dir(opts, entry.name, row))))
                  for row in rows if row.config is not None}
     return rows, summaries, max(codes.values(), default=0)
+
+
+def benchmark_module(benchmark: str) -> str:
+    """The module whose import registers ``benchmark`` (a job process imports it first)."""
+    from bimu.data.benchmarks import benchmark_entry
+
+    factory = benchmark_entry(benchmark).factory
+    return getattr(factory, "__module__", None) or "bimu.data.benchmarks"
+
+
+def run_config_job(config: dict, progress=False, module: str | None = None, log=None) -> int:
+    """One job of :func:`run_rows`: import ``module`` (registers the benchmark), then
+    :func:`~bimu.experiments.runner.run_experiment` on ``config`` (a dict); returns its exit code."""
+    import importlib
+
+    from bimu.experiments.runner import run_experiment
+
+    if module:
+        importlib.import_module(module)
+    return run_experiment(RunConfig.from_dict(config), progress=progress, log=log)[1]
 
 
 def read_summaries(cfg: RunConfig) -> list[dict]:

@@ -164,7 +164,7 @@ _BENCH_CACHE: dict[str, Any] = {}
 
 
 def load_benchmark(setup: ALSetup, opts: Options):
-    """The entry's benchmark (cut down at quick scale); cached so forked jobs share it."""
+    """The entry's benchmark (cut down at quick scale); cached per process."""
     from bimu.data.benchmarks import get_benchmark
     from bimu.data.views import LimitedBenchmark
 
@@ -273,9 +273,8 @@ def run_al_rows(name: str, setup: ALSetup, rows: Sequence[ALRow], opts: Options,
     from bimu.experiments.parallel import Job, run_jobs
 
     torch.set_num_threads(int(opts.threads))
-    load_benchmark(setup, opts)  # build once here: forked jobs share it, a missing data set fails early
-    jobs = [Job(f"{row.slug}/seed-{s}", lambda row=row, s=s: run_one(setup, opts, name, row, s))
-            for row in rows for s in opts.seeds]
+    load_benchmark(setup, opts)  # a missing data set fails here, before any job starts
+    jobs = [Job(f"{row.slug}/seed-{s}", run_one, (setup, opts, name, row, s)) for row in rows for s in opts.seeds]
     codes = run_jobs(jobs, opts.jobs, log=log)
     results = {}
     for row in rows:
@@ -368,40 +367,42 @@ def build_grid(name: str, title: str, setup_fn, rows_fn):
     return build
 
 
-def build_vr_samples(opts: Options, log=None) -> Report:
-    """The K ablation table: samples, threshold, accuracy and data used, each beside the paper's."""
-    setup, rows = objects_setup(opts), rows_vr_samples(opts)
-    results, code = run_al_rows("vr-samples", setup, rows, opts, log)
-    header = ["Samples", "Threshold", "Accuracy (%)", "Paper", "Data used (%)", "Paper", "Seeds"]
+def paired_table(name: str, title: str, setup: ALSetup, rows: Sequence[ALRow], opts: Options, log,
+                 label_headers: Sequence[str], quantities: Sequence[tuple[str, str, str]], note: str) -> Report:
+    """Run ``rows`` and tabulate, after their labels, each quantity ``(header, result key, paper key)``
+    as mean ± std over seeds (%) beside the paper's cell, then the seeds."""
+    results, code = run_al_rows(name, setup, rows, opts, log)
+    header = list(label_headers)
+    for h, _, _ in quantities:
+        header += [h, "Paper"]
     out = []
     for row in rows:
         res = results.get(row.slug) or []
-        out.append(row.labels[:1] + [row.labels[1], _pm([r["accuracy"] for r in res]), row.paper.get("acc", "-"),
-                                     _pm([r["query_fraction"] for r in res]), row.paper.get("used", "-"),
-                                     ",".join(str(r["seed"]) for r in res) or "-"])
-    notes = _notes(setup, opts, "vr-samples")
-    notes.append("the paper merges thresholds with identical results into one row; its numbers are repeated "
-                 "here on each threshold of a merged row ('-': a threshold the paper does not list)")
-    return Report(Table(_title("Number of VR predictors K (imbalanced OpenLORIS-Object)", setup, opts), header, out,
-                        notes), [], code, [setup.benchmark])
+        cells = list(row.labels)
+        for _, key, paper in quantities:
+            cells += [_pm([r[key] for r in res]), row.paper.get(paper, "-")]
+        out.append(cells + [",".join(str(r["seed"]) for r in res) or "-"])
+    notes = _notes(setup, opts, name) + [note]
+    return Report(Table(_title(title, setup, opts), header + ["Seeds"], out, notes), [], code, [setup.benchmark])
+
+
+def build_vr_samples(opts: Options, log=None) -> Report:
+    """The K ablation table: samples, threshold, accuracy and data used, each beside the paper's."""
+    return paired_table("vr-samples", "Number of VR predictors K (imbalanced OpenLORIS-Object)", objects_setup(opts),
+                        rows_vr_samples(opts), opts, log, ("Samples", "Threshold"),
+                        (("Accuracy (%)", "accuracy", "acc"), ("Data used (%)", "query_fraction", "used")),
+                        "the paper merges thresholds with identical results into one row; its numbers are "
+                        "repeated here on each threshold of a merged row ('-': a threshold the paper does not list)")
 
 
 def build_budget(opts: Options, log=None) -> Report:
     """The budget-controller table: setting, data used and accuracy, each beside the paper's."""
-    setup, rows = objects_setup(opts), rows_budget(opts)
-    results, code = run_al_rows("budget-controller", setup, rows, opts, log)
-    header = ["Method", "Controller setting", "Data used (%)", "Paper", "Accuracy (%)", "Paper", "Seeds"]
-    out = []
-    for row in rows:
-        res = results.get(row.slug) or []
-        out.append(row.labels + [_pm([r["query_fraction"] for r in res]), row.paper.get("used", "-"),
-                                 _pm([r["accuracy"] for r in res]), row.paper.get("acc", "-"),
-                                 ",".join(str(r["seed"]) for r in res) or "-"])
-    notes = _notes(setup, opts, "budget-controller")
-    notes.append("the paper's baseline row is labelled 'Random querying, full stream': every example is "
-                 "learned (the 100%-update baseline, strategy 'all')")
-    return Report(Table(_title("Budget-driven adaptive VR thresholding (K = 10, imbalanced OpenLORIS-Object)",
-                               setup, opts), header, out, notes), [], code, [setup.benchmark])
+    return paired_table("budget-controller",
+                        "Budget-driven adaptive VR thresholding (K = 10, imbalanced OpenLORIS-Object)",
+                        objects_setup(opts), rows_budget(opts), opts, log, ("Method", "Controller setting"),
+                        (("Data used (%)", "query_fraction", "used"), ("Accuracy (%)", "accuracy", "acc")),
+                        "the paper's baseline row is labelled 'Random querying, full stream': every example is "
+                        "learned (the 100%-update baseline, strategy 'all')")
 
 
 def build_query_dynamics(opts: Options, log=None) -> Report:
