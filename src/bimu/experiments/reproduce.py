@@ -5,7 +5,14 @@ Each entry of :data:`ENTRIES` lists the table's rows; a row is one configuration
 into its own folder ``OUT/runs/<scale>/<entry>/<row>/`` (one run directory per seed below it), so a
 second invocation reuses every completed run (the runner skips them) and resumes interrupted ones.
 The report is written as ``OUT/<entry>.md``, ``.csv`` and ``.tex``: mean ± std over seeds of each
-quantity, the paper's own number in the adjacent column.
+quantity, the paper's own number in the adjacent column; figures as ``OUT/<entry>-*.png``; and a
+manifest ``OUT/<entry>.json`` (command, seeds, scale, real or stand-in data) from which
+``bimu report --results-page`` builds ``docs/results.md``.
+
+Runs are independent jobs (one per row and seed) run side by side with ``--jobs N``
+(:mod:`bimu.experiments.parallel`). More entries live in :mod:`bimu.experiments.reproduce_more`
+(run tables, figures) and :mod:`bimu.experiments.reproduce_active` (active learning); custom entries
+give a ``build(opts, log) -> Report``.
 
 Scales: ``full`` is the paper's protocol; ``quick`` is a smoke test (2 tasks, a few hundred examples)
 whose numbers are not comparable with the paper's.
