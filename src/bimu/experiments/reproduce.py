@@ -537,15 +537,7 @@ def cli(name: str, args: argparse.Namespace, extra: Sequence[str]) -> int:
     return code
 
 
-def _register_more() -> None:
-    from bimu.experiments.reproduce_active import ACTIVE_ENTRIES
-    from bimu.experiments.reproduce_more import MORE_ENTRIES
-
-    from bimu.experiments.reproduce_more import probability_histograms_figure
-
-    for e in (*MORE_ENTRIES, *ACTIVE_ENTRIES):
-        ENTRIES[e.name] = e
-    ENTRIES["memory-window"] = dataclasses.replace(ENTRIES["memory-window"], figures=probability_histograms_figure)
-
-
-_register_more()
+# The modules of more entries register them in ENTRIES when imported (plain imports, so that importing
+# either of them first works too).
+import bimu.experiments.reproduce_active  # noqa: E402,F401
+import bimu.experiments.reproduce_more  # noqa: E402,F401

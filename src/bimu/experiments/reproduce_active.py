@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from bimu.experiments.reproduce import METHOD_NAMES, Entry, Options, Report, Table, data_status, is_standin
+from bimu.experiments.reproduce import ENTRIES, METHOD_NAMES, Entry, Options, Report, Table, data_status, is_standin
 
 # ------------------------------------------------------------------------------------ paper numbers
 PAPER_ANIMALS_POINTS = {"all": "86.28 (100% queried)", "vr": "84.46 at 11% queried; 87.12 at 18% queried"}
@@ -453,3 +453,6 @@ ACTIVE_ENTRIES = (
     Entry("query-dynamics", "Temporal distribution of VR updates", build=build_query_dynamics),
 )
 """The entries this module adds to :data:`bimu.experiments.reproduce.ENTRIES`."""
+
+for _e in ACTIVE_ENTRIES:
+    ENTRIES[_e.name] = _e

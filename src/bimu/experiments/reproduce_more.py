@@ -17,8 +17,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bimu.experiments.reproduce import (METHOD_NAMES, PAPER_METHOD_ORDER, Entry, Options, Report, Row, Table,
-                                        base_config, is_standin, row_dir)
+import dataclasses
+
+from bimu.experiments.reproduce import (ENTRIES, METHOD_NAMES, PAPER_METHOD_ORDER, Entry, Options, Report, Row,
+                                        Table, base_config, is_standin, row_dir)
 
 # Appendix "Effect of Network Capacity" (tab:pmnist-results-2000neurons): acc last 5, OOD AUC, MMRR.
 PAPER_PMNIST_2000: dict[str, tuple[str, str, str]] = {
@@ -97,6 +99,10 @@ PAPER_STANDARDISED: dict[str, tuple[str, str, str]] = {
 }
 """The paper's standardised-feature table (OpenLORIS-Object, 8,192 features)."""
 
+ALL_FEATURES_NOTE = ("'full' / 'all' features: all of the benchmark's backbone features (25 088 VGG19 features in "
+                     "the paper; 11 520 EfficientNet-Lite0 features on the stand-in objects-ti)")
+"""Note of the all-features rows."""
+
 QUICK_METHODS = ("bimu", "sgd")
 """Methods of the quick (smoke-test) scale of the run tables."""
 
@@ -154,11 +160,14 @@ def rows_bwt(opts: Options) -> list[Row]:
         rows.append(Row(["Permuted MNIST (1000 tasks)", METHOD_NAMES[m]], f"pmnist-{m}", cfg,
                         {"headline": acc, "mmrr": mmrr, "bwt": bwt}))
     bench = feature_benchmark(opts)
-    label = "OpenLORIS (25 088 features)" + (" [stand-in: objects-ti, all features]" if is_standin(bench) else "")
+    n = 1024 if quick else None
+    label = (f"OpenLORIS ({'all' if n is None else _fmt_features(n)} features)"
+             + (f" [stand-in: {bench}]" if is_standin(bench) else ""))
     for m in (QUICK_METHODS if quick else PAPER_METHOD_ORDER):
         acc, bwt = PAPER_BWT_OPENLORIS[m]
-        cfg = feature_config(opts, m, 1024 if quick else None, "openloris-25088").replace(ood=False)
-        rows.append(Row([label, METHOD_NAMES[m]], f"{bench}-{m}", cfg, {"headline": acc, "bwt": bwt}))
+        cfg = feature_config(opts, m, n, "openloris-25088").replace(ood=False)
+        rows.append(Row([label, METHOD_NAMES[m]], f"{bench}-{m}", cfg, {"headline": acc, "bwt": bwt},
+                        note=ALL_FEATURES_NOTE if n is None and m == "bimu" else ""))
     return rows
 
 
@@ -171,7 +180,8 @@ def rows_openloris(opts: Options) -> list[Row]:
             paper = PAPER_OPENLORIS[(m, 25088 if n is None else n)]
             key = f"openloris-{25088 if n is None else n}"
             rows.append(Row([METHOD_NAMES[m], _fmt_features(n)], f"{m}-{n or 'full'}",
-                            feature_config(opts, m, n, key), dict(zip(("mean_acc", "auc_alea", "auc_epi"), paper))))
+                            feature_config(opts, m, n, key), dict(zip(("mean_acc", "auc_alea", "auc_epi"), paper)),
+                            note=ALL_FEATURES_NOTE if n is None and not rows[3:] else ""))
     return rows
 
 
@@ -270,3 +280,7 @@ MORE_ENTRIES = (
     Entry("learning-rate-map", "BiMU learning-rate colour map", build=learning_rate_map),
 )
 """The entries this module adds to :data:`bimu.experiments.reproduce.ENTRIES`."""
+
+for _e in MORE_ENTRIES:
+    ENTRIES[_e.name] = _e
+ENTRIES["memory-window"] = dataclasses.replace(ENTRIES["memory-window"], figures=probability_histograms_figure)
