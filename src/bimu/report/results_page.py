@@ -89,9 +89,10 @@ def render_section(folder: Path, m: dict, page_dir: Path) -> list[str]:
                           " (the paper's protocol)")
     data = "; ".join(f"{d['benchmark']} ({d['status']})" for d in m.get("data", [])) or "none (computed)"
     seeds = m.get("seeds", [])
+    fewer = "; the paper averages 5 runs" if m.get("data") and len(seeds) < 5 else ""
     lines = [f"## {m['name']}: {m['title']}", "",
              f"- command: `{m['command']}`",
-             f"- seeds: {', '.join(map(str, seeds))} ({len(seeds)} seed{'s' if len(seeds) != 1 else ''})",
+             f"- seeds: {', '.join(map(str, seeds))} ({len(seeds)} seed{'s' if len(seeds) != 1 else ''}{fewer})",
              f"- scale: {scale}",
              f"- data: {data}",
              f"- written {m.get('written', '?')} at commit {str(m.get('git_commit') or '?')[:10]}"
@@ -126,9 +127,14 @@ def render_page(found: Sequence[tuple[Path, dict]], page_dir: str | os.PathLike 
     if standin:
         lines += [f"**Stand-in data (not the paper's data sets):** {', '.join(standin)}.", ""]
     lines += ["| reproduction | scale | seeds | data |", "|---|---|---|---|"]
+    seen: dict[str, int] = {}
     for _, m in found:
         data = ", ".join(f"{d['benchmark']} ({d['status']})" for d in m.get("data", [])) or "-"
-        lines.append(f"| [{m['name']}](#{_anchor(m)}) | {m['scale']} | {len(m.get('seeds', []))} | {data} |")
+        anchor = _anchor(m)
+        n = seen.get(anchor, 0)
+        seen[anchor] = n + 1
+        anchor += f"-{n}" if n else ""  # GitHub numbers repeated headings
+        lines.append(f"| [{m['name']}](#{anchor}) | {m['scale']} | {len(m.get('seeds', []))} | {data} |")
     lines.append("")
     for folder, m in found:
         lines += render_section(folder, m, page_dir)
