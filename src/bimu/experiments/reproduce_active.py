@@ -448,8 +448,8 @@ ACTIVE_ENTRIES = (
           build=build_grid("animals-al", "Imbalanced Animals active learning (BiMU): accuracy vs queried fraction",
                            animals_setup, rows_animals)),
     Entry("openloris-al", "Imbalanced OpenLORIS-Object active continual learning: accuracy vs queried fraction",
-          build=build_grid("openloris-al", "Imbalanced OpenLORIS-Object active continual learning (BiMU, 8 192 "
-                           "features): accuracy vs queried fraction", objects_setup, rows_openloris_al)),
+          build=build_grid("openloris-al", "Imbalanced OpenLORIS-Object active continual learning (BiMU): "
+                           "accuracy vs queried fraction", objects_setup, rows_openloris_al)),
     Entry("vr-samples", "Number of VR predictors K", build=build_vr_samples),
     Entry("budget-controller", "Budget-driven adaptive VR thresholding", build=build_budget),
     Entry("query-dynamics", "Temporal distribution of VR updates", build=build_query_dynamics),

@@ -103,7 +103,7 @@ def plot_accuracy_vs_queried(curves: dict, path: str | os.PathLike, baseline: di
                 continue
             xs, ys = zip(*pts)
             ax.plot(100 * np.asarray(xs, float), 100 * np.asarray(ys, float), marker="o", label=label,
-                    linestyle="--" if label.split(" ")[0] in dashed else "-")
+                    linestyle="--" if label.split(" ")[0].lower() in dashed else "-")
         if baseline and np.isfinite(baseline.get(key, float("nan"))):
             ax.axhline(100 * baseline[key], color="k", linestyle=":", label="100% updates")
         ax.set_xscale("log")
