@@ -136,6 +136,16 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     from bimu.report import plot_accuracy_per_task, report
 
+    if args.results_page:
+        from bimu.report.results_page import write_results_page
+
+        try:
+            page = write_results_page(args.results_page, args.dirs,
+                                      command="bimu report --results-page " + " ".join([args.results_page, *args.dirs]))
+        except (FileNotFoundError, OSError) as e:
+            return _err(str(e))
+        print(f"results page: {page}")
+        return 0
     try:
         table, groups = report(args.dirs, paper=not args.no_paper)
     except FileNotFoundError as e:
@@ -202,6 +212,16 @@ REPRODUCTIONS: dict[str, str] = {
     "memory-window": "reproduce",
     "activation": "reproduce",
     "pmnist-1000": "reproduce",
+    "pmnist-2000-neurons": "reproduce",
+    "bwt": "reproduce",
+    "openloris": "reproduce",
+    "standardisation": "reproduce",
+    "animals-al": "reproduce",
+    "openloris-al": "reproduce",
+    "vr-samples": "reproduce",
+    "budget-controller": "reproduce",
+    "query-dynamics": "reproduce",
+    "learning-rate-map": "reproduce",
 }
 """``bimu reproduce NAME`` -> the subcommand that regenerates it (the compute-cost appendix table), or
 ``"reproduce"`` for the tables built by :mod:`bimu.experiments.reproduce` (runs, then a report)."""
@@ -249,6 +269,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dirs", nargs="+", metavar="DIR", help="run directories or folders holding them")
     p.add_argument("--plot", default=None, help="PNG path (default DIR/accuracy_per_task.png)")
     p.add_argument("--no-paper", action="store_true", help="omit the paper's numbers")
+    p.add_argument("--results-page", default=None, metavar="PAGE",
+                   help="instead: write the results page PAGE (e.g. docs/results.md) from the bimu reproduce "
+                        "output folders DIR... (their NAME.json manifests: command, seeds, scale, real or "
+                        "stand-in data for every table)")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("demo", help="a few-minute BiMU run on real MNIST (fetches MNIST if needed)",
@@ -299,9 +323,14 @@ def build_parser() -> argparse.ArgumentParser:
                                                for k, v in REPRODUCTIONS.items())
                                    + ". The run tables write one run directory per configuration and seed under "
                                      "OUT/runs (completed runs are reused) and the table as OUT/NAME.md, .csv and "
-                                     ".tex beside the paper's numbers. For compute-cost, options after the name go "
-                                     "to that command.",
-                       epilog="Example: bimu reproduce memory-window --seeds 5 --scale full --out repro")
+                                     ".tex beside the paper's numbers, figures as OUT/NAME-*.png and a manifest "
+                                     "OUT/NAME.json (read by 'bimu report --results-page'). --jobs N runs "
+                                     "independent seeds and configurations side by side in N processes. For "
+                                     "compute-cost, options after the name go to that command.",
+                       epilog="Examples:\n  bimu reproduce memory-window --seeds 5 --scale full --out repro\n"
+                              "  bimu reproduce openloris-al --scale quick --jobs 2 --out repro\n"
+                              "  bimu report --results-page docs/results.md repro",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     from bimu.experiments.reproduce import add_options as add_reproduce_options
 
     add_reproduce_options(r)

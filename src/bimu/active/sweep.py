@@ -344,33 +344,11 @@ def markdown_table(agg, savings, title="", tolerance=0.01) -> str:
 
 
 def plot_sweep(agg, path, title="") -> None:
-    """Three panels (overall, frequent, rare accuracy) vs queried fraction, baseline as a line."""
-    import matplotlib
+    """Three panels (overall, frequent, rare accuracy) vs queried fraction, baseline as a line
+    (:func:`bimu.report.plots.plot_accuracy_vs_queried`)."""
+    from bimu.report.plots import plot_accuracy_vs_queried
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    panels = [("accuracy", "overall"), ("frequent_accuracy", "frequent classes"), ("rare_accuracy", "rare classes")]
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.3))
-    base = [a for a in agg if a["score"] == "all"]
-    for ax, (key, name) in zip(axes, panels):
-        for score in sorted({a["score"] for a in agg} - {"all"}):
-            pts = sorted((a["query_fraction"], a.get(key, float("nan"))) for a in agg if a["score"] == score)
-            xs, ys = zip(*pts)
-            label = score + (" (oracle)" if score == "vr-true" else "")
-            ax.plot(100 * np.array(xs), 100 * np.array(ys), marker="o", label=label,
-                    linestyle="--" if score == "random" else "-")
-        if base and not math.isnan(base[0].get(key, float("nan"))):
-            ax.axhline(100 * base[0][key], color="k", linestyle=":", label="100% updates")
-        ax.set_xscale("log")
-        ax.set_xlabel("queried labels / updates (% of stream, log)")
-        ax.set_ylabel(f"accuracy, {name} (%)")
-        ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=8)
-    fig.suptitle(title)
-    fig.tight_layout()
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp.png")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    os.replace(tmp, path)
+    curves = {score + (" (oracle)" if score == "vr-true" else ""): [a for a in agg if a["score"] == score]
+              for score in sorted({a["score"] for a in agg} - {"all"})}
+    base = next((a for a in agg if a["score"] == "all"), None)
+    plot_accuracy_vs_queried(curves, path, baseline=base, title=title)

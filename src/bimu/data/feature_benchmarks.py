@@ -294,6 +294,39 @@ def get_feature_benchmark(name: str, data_dir=None, **options) -> ArrayBenchmark
     return BENCHMARKS[name](data_dir=data_dir, **options)
 
 
+MEMO_SIZE = 2
+"""Feature benchmarks kept in memory per process by the registered factories (the runner builds a
+benchmark several times per run: checks, then each seed; reading the feature cache dominates)."""
+
+
+def memoized(factory):
+    """``factory`` remembering its last :data:`MEMO_SIZE` results by arguments (arguments that are not
+    plain JSON values, such as a Backbone object, bypass the memo). Benchmarks are read-only, so
+    sharing one object is safe."""
+    import functools
+    import json
+    from collections import OrderedDict
+
+    memo: OrderedDict = OrderedDict()
+
+    @functools.wraps(factory)
+    def build(data_dir=None, **options):
+        try:
+            key = json.dumps([str(data_dir) if data_dir is not None else None, options], sort_keys=True)
+        except (TypeError, ValueError):
+            return factory(data_dir=data_dir, **options)
+        if key in memo:
+            memo.move_to_end(key)
+            return memo[key]
+        bench = factory(data_dir=data_dir, **options)
+        memo[key] = bench
+        while len(memo) > MEMO_SIZE:
+            memo.popitem(last=False)
+        return bench
+
+    return build
+
+
 def _register() -> None:
     from bimu.data.benchmarks import register_benchmark
 
@@ -304,7 +337,7 @@ def _register() -> None:
         "animals": "Kaggle Animals, the paper's 20 imbalanced classes (real data; needs the dataset folder)",
     }
     for name, factory in BENCHMARKS.items():
-        register_benchmark(name, factory, default_hidden=(), preset=PRESET_KEYS[name],
+        register_benchmark(name, memoized(factory), default_hidden=(), preset=PRESET_KEYS[name],
                            description=descriptions[name])
 
 

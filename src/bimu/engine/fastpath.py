@@ -10,21 +10,25 @@ organised for speed:
 * one pass per step over each row of the first layer (the bulk of the parameters) does everything
   that touches the row while it is in L1 cache: accumulate the gradient over the K samples, apply
   the update, draw the next step's K relaxed samples, and compute the next step's first-layer
-  pre-activations (K dot products with the next input);
+  pre-activations (K dot products with the next input). That pass is compiled once per ``K``
+  (:func:`bimu.engine.rowpass.row_pass_kernel`, obtained through :func:`train_steps_b1_kernel`): with
+  ``K`` a compile-time constant the loops over samples unroll inside the column loop, which then
+  vectorises as a whole (no gradient vector is written; each sample is loaded and stored once);
 * one exp per parameter and step: ``exp(-2|lambda|)`` of the new lambda is kept (``BT``) for the next
   step's update and is what the T = 1 sampling identity needs;
 * the relaxed uniforms come from a 32-bit hash keyed per row (:func:`bimu.engine.rng.relaxed_uniforms`),
   which vectorises with 32-bit integer lanes;
-* the row work lives in one compiled, non-inlined function (:func:`row_step`, FMA contraction on)
-  whose loops vectorise (float32 AVX2); the serial and the threaded drivers call the same compiled
-  function, so results do not depend on the thread count or on how steps are grouped into calls;
+* the upper layers (small) use :func:`row_step` (FMA contraction on); the serial and the threaded
+  drivers call the same compiled functions, so results do not depend on the thread count or on how
+  steps are grouped into calls;
 * no allocation inside the step loop: scratch is allocated once per method object
   (:func:`make_scratch`).
 
 Evaluation (:func:`hard_forward`): the K hard weight sets are drawn once per call
 (:func:`bimu.engine.kernels.sample_weights`) and the first layer is computed by a register-blocked
-kernel (:func:`dot4x2`: four examples by two weight rows) on a batch padded to a multiple of four,
-so an example's result does not depend on its batch.
+kernel (:func:`dot4x2`: four examples by two weight rows) on a batch padded to a multiple of four;
+each pair of weight rows is loaded once per block of :data:`EVAL_BLOCK` examples. An example's result
+does not depend on its batch.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import math
 import numpy as np
 from numba import get_thread_id, njit, prange
 
+from bimu.engine.rowpass import dot
 from bimu.engine.kernels import (
     ACT_RBG,
     KIND_BIMU,
@@ -48,6 +53,9 @@ from bimu.engine.kernels import (
 )
 
 _OPTS = dict(cache=True, error_model="numpy", nogil=True, boundscheck=False)
+
+EVAL_BLOCK = 32
+"""Examples per evaluation block (a multiple of 4): the first layer's weights are read once per block."""
 
 ROWS_PER_TASK = 10
 """Rows of the first layer per parallel work item (the threaded driver splits rows in such blocks)."""
@@ -148,15 +156,6 @@ def row_step(lam, prior, W, G, e0, wb, kstride, n, K, c, inp, ioff, istride, hav
             zout[zoff + k * znext] = dot(W[wb + k * kstride:wb + k * kstride + n], x_)
 
 
-@njit(cache=True, error_model="numpy", nogil=True, boundscheck=False, fastmath={"reassoc", "nsz"})
-def dot(w, x):
-    """``sum_i w[i] * x[i]`` (vectorised, fixed summation order; never inlined)."""
-    s = as_like(0.0, w[0])
-    for i in range(w.shape[0]):
-        s += w[i] * x[i]
-    return s
-
-
 @njit(**_OPTS)
 def _rows(lam, prior, W, G, r0, r1, e_base, wbase, n_in, kstride, K, C0, coff, n_out, inp, ioff, istride, have_g,
           update, kind, hp, key, step, bt, c, zout, xnext, do_next):
@@ -169,9 +168,20 @@ def _rows(lam, prior, W, G, r0, r1, e_base, wbase, n_in, kstride, K, C0, coff, n
                  have_g, update, True, kind, hp, key, step, bt, zout, o, n_out, xnext, do_next)
 
 
-@njit(parallel=True, fastmath={"contract"}, **_OPTS)
-def train_steps_b1(X, Y, n_steps, lam, prior, W, sizes, poff, cfg, hp, key, step0, threads, Z0, Z, XH, A, DZ, DA,
-                   RS, G, BT, CV):
+def train_steps_b1_kernel(K: int):
+    """The compiled :func:`_train_steps_b1_template` for ``K`` samples: a module generated once per ``K``
+    (:func:`bimu.engine.rowpass.generated_module`, cached on disk like every other kernel) in which the
+    first layer runs the per-K row pass."""
+    from bimu.engine.rowpass import generated_module
+
+    return generated_module(K).train_steps_b1
+
+
+# The template of the generated ``train_steps_b1`` (plain Python here; never called directly). The
+# names ``first_layer`` and ``first_layer_resample`` are the generated module's per-K row pass and
+# resampling functions.
+def _train_steps_b1_template(X, Y, n_steps, lam, prior, W, sizes, poff, cfg, hp, key, step0, threads, Z0, Z, XH, A,
+                             DZ, DA, RS, G, BT, CV):
     """``n_steps`` online steps of batch size 1 at temperature 1 (rows of ``X`` / ``Y`` in order).
 
     Same contract as :func:`bimu.engine.kernels.train_steps` with ``B = 1`` (results agree to rounding);
@@ -207,9 +217,9 @@ def train_steps_b1(X, Y, n_steps, lam, prior, W, sizes, poff, cfg, hp, key, step
         s = step0 + j
         x = X[j]
         if not have_z0:
-            for k in range(K):
-                for o in range(n0):
-                    Z0[k * n0 + o] = dot(W[k * k0stride + o * D:k * k0stride + (o + 1) * D], x)
+            # first step of a call: redraw this step's first-layer samples (the same values the
+            # previous call drew) with the same fused pass, so Z0 is summed exactly as within a call
+            first_layer_resample(lam, W, BT, n0, 0, n0, D, k0stride, x, Z0, key, s)
         for t in range(K * n0):
             Z[t] = Z0[t]
         # ---------------- forward
@@ -320,11 +330,11 @@ def train_steps_b1(X, Y, n_steps, lam, prior, W, sizes, poff, cfg, hp, key, step
             for blk in prange(nblk):
                 tid = get_thread_id()
                 r1 = min(n0, (blk + 1) * ROWS_PER_TASK)
-                _rows(lam, prior, W, G, blk * ROWS_PER_TASK, r1, 0, 0, D, k0stride, K, DZ, 0, n0, x, 0, 0, False,
-                      nonzero, kind, hp, key, cbase, BT, CV[tid], Z0, xn, have_next)
+                first_layer(lam, prior, W, BT, DZ, n0, blk * ROWS_PER_TASK, r1, D, k0stride, x, xn, Z0, hp, key,
+                            cbase, nonzero, CV[tid], kind)
         else:
-            _rows(lam, prior, W, G, 0, n0, 0, 0, D, k0stride, K, DZ, 0, n0, x, 0, 0, False, nonzero, kind, hp, key,
-                  cbase, BT, CV[0], Z0, xn, have_next)
+            first_layer(lam, prior, W, BT, DZ, n0, 0, n0, D, k0stride, x, xn, Z0, hp, key, cbase, nonzero, CV[0],
+                        kind)
         have_z0 = have_next
     return applied
 
@@ -387,7 +397,7 @@ def hard_forward(Xp, B, W, sizes, poff, cfg, hp, K, threads, n_pool, out):
 
     The first layer runs four examples by two weight rows at a time (:func:`dot4x2`), the upper layers
     use :func:`dot`; every example follows the same arithmetic wherever it sits in the batch.
-    ``threads > 1`` splits blocks of four examples over threads (``n_pool``: size of numba's pool).
+    ``threads > 1`` splits blocks of :data:`EVAL_BLOCK` examples over threads (``n_pool``: size of numba's pool).
     """
     L = sizes.shape[0] - 1
     D = sizes[0]
@@ -398,8 +408,8 @@ def hard_forward(Xp, B, W, sizes, poff, cfg, hp, K, threads, n_pool, out):
     maxw = 0
     for l in range(1, L + 1):
         maxw = max(maxw, sizes[l])
-    nblk = Xp.shape[0] // 4
-    S = np.zeros((n_pool, 3, K * 4 * maxw), dtype=W.dtype)
+    nblk = (Xp.shape[0] + EVAL_BLOCK - 1) // EVAL_BLOCK
+    S = np.zeros((n_pool, 3, K * EVAL_BLOCK * maxw), dtype=W.dtype)
     tmp = np.zeros((n_pool, 8), dtype=W.dtype)
     rs = np.zeros((n_pool, 1), dtype=np.float64)
     zero_row = np.zeros(D, dtype=W.dtype)
@@ -416,23 +426,31 @@ def hard_forward(Xp, B, W, sizes, poff, cfg, hp, K, threads, n_pool, out):
 
 @njit(**_OPTS)
 def _hard_block(Xp, B, W, sizes, poff, act, out_norm, gate, eps, K, blk, zero_row, cur, nxt, xh, rs, tmp, out):
-    """One block of four examples through the whole network (see :func:`hard_forward`)."""
+    """One block of up to :data:`EVAL_BLOCK` examples through the whole network (see :func:`hard_forward`).
+
+    The first layer loads each pair of weight rows once per block and runs :func:`dot4x2` on the
+    block's groups of four examples, so the weights stream from memory once per block, not once per
+    four examples."""
     L = sizes.shape[0] - 1
     D = sizes[0]
     C = sizes[L]
     n0 = sizes[1]
-    b0 = blk * 4
-    nb = min(4, B - b0)
+    NB = EVAL_BLOCK
+    b0 = blk * NB
+    nb = min(NB, B - b0)
+    ngrp = (nb + 3) // 4
     for k in range(K):
         wk = k * D * n0
         for o in range(0, n0, 2):
             w0 = W[wk + o * D:wk + (o + 1) * D]
             w1 = W[wk + (o + 1) * D:wk + (o + 2) * D] if o + 1 < n0 else zero_row
-            dot4x2(w0, w1, Xp[b0], Xp[b0 + 1], Xp[b0 + 2], Xp[b0 + 3], tmp)
-            for r in range(4):
-                nxt[(k * 4 + r) * n0 + o] = tmp[2 * r]
-                if o + 1 < n0:
-                    nxt[(k * 4 + r) * n0 + o + 1] = tmp[2 * r + 1]
+            for g in range(ngrp):
+                e = b0 + 4 * g
+                dot4x2(w0, w1, Xp[e], Xp[e + 1], Xp[e + 2], Xp[e + 3], tmp)
+                for r in range(4):
+                    nxt[(k * NB + 4 * g + r) * n0 + o] = tmp[2 * r]
+                    if o + 1 < n0:
+                        nxt[(k * NB + 4 * g + r) * n0 + o + 1] = tmp[2 * r + 1]
     for l in range(L):
         n_in = sizes[l]
         n_out = sizes[l + 1]
@@ -442,12 +460,12 @@ def _hard_block(Xp, B, W, sizes, poff, act, out_norm, gate, eps, K, blk, zero_ro
                 for o in range(n_out):
                     wo = K * poff[l] + k * kstride + o * n_in
                     for r in range(nb):
-                        ao = (k * 4 + r) * n_in
-                        nxt[(k * 4 + r) * n_out + o] = dot(W[wo:wo + n_in], cur[ao:ao + n_in])
+                        ao = (k * NB + r) * n_in
+                        nxt[(k * NB + r) * n_out + o] = dot(W[wo:wo + n_in], cur[ao:ao + n_in])
         hidden = l < L - 1
         for k in range(K):
             for r in range(nb):
-                base = (k * 4 + r) * n_out
+                base = (k * NB + r) * n_out
                 if hidden or out_norm:
                     _layer_norm_act(nxt, xh, cur, rs, base, n_out, eps, act, gate, hidden)
                 else:
@@ -456,4 +474,4 @@ def _hard_block(Xp, B, W, sizes, poff, act, out_norm, gate, eps, K, blk, zero_ro
     for k in range(K):
         for r in range(nb):
             for c in range(C):
-                out[k, b0 + r, c] = cur[(k * 4 + r) * C + c]
+                out[k, b0 + r, c] = cur[(k * NB + r) * C + c]

@@ -169,9 +169,10 @@ class _FusedBase(OnlineMethod):
             if getattr(self, "_scratch", None) is None:
                 self._scratch = fastpath.make_scratch(self.sizes, self.K, numba.config.NUMBA_NUM_THREADS,
                                                       self.dtype)
-            applied = fastpath.train_steps_b1(xn.reshape(n_steps, -1), yn, n_steps, self.lam, self.prior, self.W,
-                                              self._sizes, self._poff, self._cfg, self._hp, self.train_key,
-                                              self.train_step, self.threads, *self._scratch)
+            steps_b1 = fastpath.train_steps_b1_kernel(self.K)
+            applied = steps_b1(xn.reshape(n_steps, -1), yn, n_steps, self.lam, self.prior, self.W, self._sizes,
+                               self._poff, self._cfg, self._hp, self.train_key, self.train_step, self.threads,
+                               *self._scratch)
             self.train_step += n_steps
             return int(applied)
         applied = kernels.train_steps(xn, yn, n_steps, batch, self.lam, self.prior, self.W, self._sizes,

@@ -113,6 +113,10 @@ class RunConfig:
         out: output root; data_dir: data directory (``None``: ``$BIMU_DATA_DIR``, then user cache).
         train_limit, test_limit: examples kept per task (``None``: all).
         active, threshold, mc_samples, budget, budget_exponent: active learning (``active=None``: off).
+        benchmark_options: extra keyword options of the benchmark factory (e.g. ``n_features`` of a
+            feature benchmark), plus ``standardize: true`` (features standardised with the training
+            data's mean and std, :class:`~bimu.data.views.StandardizedBenchmark`). Left out of
+            ``config.json`` when empty, so run directories written before it existed still resume.
     """
 
     benchmark: str = "pmnist"
@@ -147,7 +151,7 @@ class RunConfig:
     mc_samples: int = 10
     budget: float | None = None
     budget_exponent: float = 0.5
-
+    benchmark_options: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def _rules(cls):
@@ -176,6 +180,7 @@ class RunConfig:
             "mc_samples": (_int, pos),
             "budget": (_opt(_float), (lambda v: v is None or 0 < v <= 1, "in (0, 1] or none")),
             "budget_exponent": (_float, (lambda v: v > 0, "> 0")),
+            "benchmark_options": (_mapping, None),
         }
 
     def __post_init__(self):
@@ -206,16 +211,19 @@ class RunConfig:
         return cls(**dict(d))
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (tuples as lists)."""
+        """A JSON-ready dict (tuples as lists; ``benchmark_options`` only when not empty)."""
         out = {}
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
+            if f.name == "benchmark_options" and not v:
+                continue
             out[f.name] = list(v) if isinstance(v, tuple) else (dict(v) if isinstance(v, dict) else v)
         return out
 
     def replace(self, **changes) -> RunConfig:
         """A copy with ``changes`` (validated; unknown keys rejected)."""
         d = self.to_dict()
+        d.setdefault("benchmark_options", dict(self.benchmark_options))
         for k in changes:
             if k not in d:
                 raise ValueError(f"unknown config key {k!r}")

@@ -5,7 +5,14 @@ Each entry of :data:`ENTRIES` lists the table's rows; a row is one configuration
 into its own folder ``OUT/runs/<scale>/<entry>/<row>/`` (one run directory per seed below it), so a
 second invocation reuses every completed run (the runner skips them) and resumes interrupted ones.
 The report is written as ``OUT/<entry>.md``, ``.csv`` and ``.tex``: mean ± std over seeds of each
-quantity, the paper's own number in the adjacent column.
+quantity, the paper's own number in the adjacent column; figures as ``OUT/<entry>-*.png``; and a
+manifest ``OUT/<entry>.json`` (command, seeds, scale, real or stand-in data) from which
+``bimu report --results-page`` builds ``docs/results.md``.
+
+Runs are independent jobs (one per row and seed) run side by side with ``--jobs N``
+(:mod:`bimu.experiments.parallel`). More entries live in :mod:`bimu.experiments.reproduce_more`
+(run tables, figures) and :mod:`bimu.experiments.reproduce_active` (active learning); custom entries
+give a ``build(opts, log) -> Report``.
 
 Scales: ``full`` is the paper's protocol; ``quick`` is a smoke test (2 tasks, a few hundred examples)
 whose numbers are not comparable with the paper's.
@@ -72,8 +79,29 @@ QUANTITIES: dict[str, tuple[str, Callable[[dict], Any], float, int]] = {
     "auc": ("OOD det. (AUC)", lambda s: ood_auc_of(s), 1.0, 2),
     "mmrr": ("MMRR", lambda s: s.get("mmrr"), 1.0, 2),
     "one_task": ("Acc. 1 task (%)", lambda s: s.get("first_task_acc"), 100.0, 2),
+    "mean_acc": ("Mean acc. (%)", lambda s: s.get("final_mean_acc"), 100.0, 2),
+    "auc_alea": ("Aleatoric (AUC)", lambda s: (s.get("ood_auc") or {}).get("aleatoric"), 1.0, 2),
+    "auc_epi": ("Epistemic (AUC)", lambda s: (s.get("ood_auc") or {}).get("epistemic"), 1.0, 2),
+    "bwt": ("BWT", lambda s: s.get("bwt"), 1.0, 4),
+    "headline": ("Mean acc. (%)", lambda s: s.get("last_k_acc") if s.get("benchmark") == "pmnist"
+                 else s.get("final_mean_acc"), 100.0, 2),
 }
 """What the run tables report, from each seed's ``summary.json``."""
+
+
+def is_standin(benchmark: str) -> bool:
+    """Whether ``benchmark`` is an offline stand-in of a paper data set
+    (:data:`bimu.data.feature_benchmarks.STANDINS`)."""
+    from bimu.data.feature_benchmarks import STANDINS
+
+    return benchmark in STANDINS
+
+
+def data_status(benchmark: str) -> str:
+    """``"real"`` or ``"stand-in for <paper data set>"`` (for reports and the results page)."""
+    from bimu.data.feature_benchmarks import STANDINS
+
+    return f"stand-in for {STANDINS[benchmark]}" if benchmark in STANDINS else "real"
 
 
 def ood_auc_of(summary: dict) -> float | None:
@@ -160,7 +188,8 @@ class Row:
 
 @dataclasses.dataclass
 class Options:
-    """What ``bimu reproduce`` was asked: seeds, scale, output folder, engine, data dir, threads."""
+    """What ``bimu reproduce`` was asked: seeds, scale, output folder, engine, data dir, threads, parallel
+    jobs and, for the feature-benchmark entries, the benchmark (``None``: the entry's default)."""
 
     seeds: tuple[int, ...] = (0,)
     scale: str = "full"
@@ -169,6 +198,8 @@ class Options:
     data_dir: str | None = None
     threads: int = 1
     progress: bool | None = False
+    jobs: int = 1
+    benchmark: str | None = None
 
 
 def base_config(opts: Options, *, tasks_full: int, method: str, train_limit: int = 300, test_limit: int = 300,
@@ -247,15 +278,29 @@ def rows_pmnist_1000(opts: Options) -> list[Row]:
     return rows
 
 
+@dataclasses.dataclass
+class Report:
+    """What a custom entry builds: its table, figure paths, exit code and the benchmarks it ran on."""
+
+    table: Table
+    figures: list[Path] = dataclasses.field(default_factory=list)
+    code: int = 0
+    benchmarks: list[str] = dataclasses.field(default_factory=list)
+
+
 @dataclasses.dataclass(frozen=True)
 class Entry:
-    """One reproducible table: its title, label headers, quantities and rows (``None``: no runs)."""
+    """One reproducible table: its title, label headers, quantities and rows (``None``: no runs), or a
+    custom ``build(opts, log) -> Report``; ``figures(entry, opts, rows, summaries) -> [paths]`` adds
+    figures to a run table."""
 
     name: str
     title: str
     label_headers: tuple[str, ...] = ()
     quantities: tuple[str, ...] = ()
     rows: Callable[[Options], list[Row]] | None = None
+    build: Callable[..., Report] | None = None
+    figures: Callable[..., list[Path]] | None = None
 
 
 ENTRIES: dict[str, Entry] = {
@@ -290,21 +335,63 @@ def row_dir(opts: Options, entry: str, row: Row) -> Path:
 
 
 def run_rows(entry: Entry, opts: Options, log=None) -> tuple[list[Row], dict[str, list[dict]], int]:
-    """Run (or reuse) every applicable row; returns ``(rows, summaries by row slug, exit code)``."""
-    from bimu.experiments.runner import run_experiment
+    """Run (or reuse) every applicable row, one job per (row, seed) side by side with ``opts.jobs``
+    processes (:func:`~bimu.experiments.parallel.run_jobs`); returns ``(rows, summaries by row slug,
+    exit code)``. Every configuration is checked first (clear errors before any training); a failing
+    job leaves its ``error.txt`` and the others complete."""
+    from bimu.experiments.parallel import Job, run_jobs
+    from bimu.experiments.runner import preflight
 
     rows = entry.rows(opts)
-    summaries: dict[str, list[dict]] = {}
-    code = 0
+    jobs = []
     for row in rows:
         if row.config is None:
             continue
         cfg = row.config.replace(out=str(row_dir(opts, entry.name, row)))
-        results, rc = run_experiment(cfg, progress=opts.progress, log=log)
-        code = max(code, rc)
-        summaries[row.slug] = [dict(results[s]["summary"], _R=results[s].get("R")) for s in sorted(results)
-                               if results[s].get("summary", {}).get("complete")]
-    return rows, summaries, code
+        preflight(cfg)
+        for seed in cfg.seeds:
+            jobs.append(Job(f"{row.slug}/seed-{seed}", run_config_job,
+                            (cfg.replace(seeds=[seed]).to_dict(), opts.progress, benchmark_module(cfg.benchmark))))
+    if opts.jobs == 1:  # in this process: keep the caller's log
+        jobs = [Job(j.key, run_config_job, (*j.args, log)) for j in jobs]
+    codes = run_jobs(jobs, opts.jobs, log=log)
+    summaries = {row.slug: read_summaries(row.config.replace(out=str(row_dir(opts, entry.name, row))))
+                 for row in rows if row.config is not None}
+    return rows, summaries, max(codes.values(), default=0)
+
+
+def benchmark_module(benchmark: str) -> str:
+    """The module whose import registers ``benchmark`` (a job process imports it first)."""
+    from bimu.data.benchmarks import benchmark_entry
+
+    factory = benchmark_entry(benchmark).factory
+    return getattr(factory, "__module__", None) or "bimu.data.benchmarks"
+
+
+def run_config_job(config: dict, progress=False, module: str | None = None, log=None) -> int:
+    """One job of :func:`run_rows`: import ``module`` (registers the benchmark), then
+    :func:`~bimu.experiments.runner.run_experiment` on ``config`` (a dict); returns its exit code."""
+    import importlib
+
+    from bimu.experiments.runner import run_experiment
+
+    if module:
+        importlib.import_module(module)
+    return run_experiment(RunConfig.from_dict(config), progress=progress, log=log)[1]
+
+
+def read_summaries(cfg: RunConfig) -> list[dict]:
+    """The complete seeds' ``summary.json`` of ``cfg`` (its accuracy matrix under ``_R``), seed order."""
+    from bimu.experiments.rundir import SUMMARY, RunDir, seed_dir
+
+    out = []
+    for seed in cfg.seeds:
+        rd = RunDir(seed_dir(cfg.out, cfg.benchmark, cfg.method, seed))
+        if rd.exists(SUMMARY):
+            summ = rd.read_json(SUMMARY)
+            if summ.get("complete"):
+                out.append(dict(summ, _R=rd.read_matrix(), _dir=str(rd.path)))
+    return out
 
 
 def run_table(entry: Entry, opts: Options, rows: Sequence[Row], summaries: dict[str, list[dict]]) -> Table:
@@ -332,14 +419,22 @@ def run_table(entry: Entry, opts: Options, rows: Sequence[Row], summaries: dict[
         out_rows.append(cells)
         if row.note:
             notes.append(row.note)
+    standins = sorted({r.config.benchmark for r in rows if r.config is not None and is_standin(r.config.benchmark)})
+    for b in standins:
+        notes.append(f"STAND-IN: runs on {b} ({data_status(b)}), an offline substitute built from "
+                     "Tiny-ImageNet; its numbers are not the paper's data set")
     if opts.scale == "quick":
         notes.append("quick scale: 2 tasks on a few hundred examples; numbers are a smoke test, "
                      "not comparable with the paper's")
+    benches = {r.config.benchmark for r in rows if r.config is not None}
+    ood = "Fashion-MNIST" if benches <= {"pmnist"} else "the held-out OOD class" if "pmnist" not in benches \
+        else "Fashion-MNIST (Permuted MNIST) or the held-out OOD class (feature benchmarks)"
     notes.append(f"runs under {Path(opts.out) / 'runs' / opts.scale / entry.name}; mean ± std over seeds "
-                 "(sample std); OOD AUC is the epistemic score vs Fashion-MNIST "
+                 f"(sample std); OOD AUC is the epistemic score vs {ood} "
                  "(aleatoric for deterministic methods); MMRR (one number, as in the "
                  "paper) is computed from the seed-averaged accuracy matrices")
-    return Table(entry.title + ("" if opts.scale == "full" else " [quick]"), header, out_rows, notes)
+    title = entry.title + "".join(f" [stand-in: {b}]" for b in standins)
+    return Table(title + ("" if opts.scale == "full" else " [quick]"), header, out_rows, notes)
 
 
 def seed_averaged_mmrr(summaries: Sequence[dict]) -> str:
@@ -359,18 +454,36 @@ def seed_averaged_mmrr(summaries: Sequence[dict]) -> str:
 
 
 def reproduce(name: str, opts: Options, log=None) -> tuple[Table, dict[str, Path], int]:
-    """Run (or reuse) the runs of entry ``name`` and write its report; returns ``(table, paths, exit code)``."""
+    """Run (or reuse) the runs of entry ``name`` and write its report (tables, figures and the manifest
+    ``OUT/NAME.json`` read by the results page); returns ``(table, paths, exit code)``."""
+    from bimu.experiments.parallel import check_jobs
+
     if name not in ENTRIES:
         raise ValueError(f"unknown reproduction {name!r}; known: {sorted(ENTRIES)}")
     if opts.scale not in SCALES:
         raise ValueError(f"--scale must be one of {SCALES}, got {opts.scale!r}")
+    check_jobs(opts.jobs)
     entry = ENTRIES[name]
-    if entry.rows is None:
+    benchmarks: list[str] = []
+    figures: list[Path] = []
+    if entry.build is not None:
+        rep = entry.build(opts, log)
+        table, code, figures, benchmarks = rep.table, rep.code, list(rep.figures), list(rep.benchmarks)
+    elif entry.rows is None:
         table, code = memory_footprint_report(opts), 0
     else:
         rows, summaries, code = run_rows(entry, opts, log=log)
         table = run_table(entry, opts, rows, summaries)
-    return table, table.write(opts.out, name), code
+        benchmarks = sorted({r.config.benchmark for r in rows if r.config is not None})
+        if entry.figures is not None:
+            figures = list(entry.figures(entry, opts, rows, summaries))
+    paths = table.write(opts.out, name)
+    for f in figures:
+        paths[Path(f).stem] = Path(f)
+    from bimu.report.results_page import write_manifest
+
+    paths["manifest"] = write_manifest(opts, entry, table, paths, benchmarks, code)
+    return table, paths, code
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
@@ -383,6 +496,13 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engine", choices=("auto", "torch", "fused"), default="auto", help="engine (default auto)")
     parser.add_argument("--data-dir", default=None, help="data directory (default $BIMU_DATA_DIR, then the user cache)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads per run (default 1)")
+    parser.add_argument("--jobs", type=int, default=None,
+                        help="independent runs (seeds, configurations) side by side in separate processes "
+                             "(default: the number of cores)")
+    parser.add_argument("--benchmark", default=None,
+                        help="feature-benchmark entries (openloris, standardisation, *-al, vr-samples, "
+                             "budget-controller, query-dynamics): run on this benchmark instead of the "
+                             "offline stand-in, e.g. openloris when its data are present")
 
 
 def options_parser() -> argparse.ArgumentParser:
@@ -396,12 +516,16 @@ def cli(name: str, args: argparse.Namespace, extra: Sequence[str]) -> int:
     """``bimu reproduce NAME`` for an entry of :data:`ENTRIES`: options before NAME are in ``args``,
     options after it in ``extra``; prints the markdown table and where the files are."""
     ns = options_parser().parse_args(list(extra), namespace=argparse.Namespace(**{
-        k: getattr(args, k, None) for k in ("seeds", "scale", "out", "engine", "data_dir", "threads")}))
+        k: getattr(args, k, None) for k in ("seeds", "scale", "out", "engine", "data_dir", "threads", "jobs",
+                                            "benchmark")}))
     scale = ns.scale or "full"
     n = ns.seeds if ns.seeds is not None else (5 if scale == "full" else 1)
     try:
+        from bimu.experiments.parallel import default_jobs
+
         opts = Options(seeds=seeds_of(n), scale=scale, out=ns.out or "reproduce", engine=ns.engine or "auto",
-                       data_dir=ns.data_dir, threads=ns.threads or 1)
+                       data_dir=ns.data_dir, threads=ns.threads or 1,
+                       jobs=default_jobs() if ns.jobs is None else ns.jobs, benchmark=ns.benchmark)
         table, paths, code = reproduce(name, opts)
     except KeyboardInterrupt:
         return 130
@@ -411,3 +535,9 @@ def cli(name: str, args: argparse.Namespace, extra: Sequence[str]) -> int:
     print(table.markdown())
     print("written: " + ", ".join(str(p) for p in paths.values()))
     return code
+
+
+# The modules of more entries register them in ENTRIES when imported (plain imports, so that importing
+# either of them first works too).
+import bimu.experiments.reproduce_active  # noqa: E402,F401
+import bimu.experiments.reproduce_more  # noqa: E402,F401

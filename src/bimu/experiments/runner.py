@@ -327,7 +327,8 @@ DEFAULT_STREAM_TASKS = 10
 
 
 def make_benchmark(config: RunConfig, seed: int):
-    """The configured benchmark for ``seed`` (the run seed, train/test limits passed if accepted)."""
+    """The configured benchmark for ``seed`` (the run seed, train/test limits passed if accepted, then
+    ``config.benchmark_options``; ``standardize`` wraps it in a training-statistics standardiser)."""
     from bimu.data.benchmarks import benchmark_entry
 
     entry = benchmark_entry(config.benchmark)
@@ -337,7 +338,17 @@ def make_benchmark(config: RunConfig, seed: int):
                        ("test_limit", config.test_limit)):
         if entry.accepts(key):
             opts[key] = value
+    extra = dict(config.benchmark_options)
+    standardize = bool(extra.pop("standardize", False))
+    for key in extra:
+        if not entry.accepts(key):
+            raise ValueError(f"config 'benchmark_options': benchmark {config.benchmark!r} takes no option {key!r}")
+    opts.update(extra)
     bench = entry.factory(data_dir=config.data_dir, **opts)
+    if standardize:
+        from bimu.data.views import StandardizedBenchmark
+
+        bench = StandardizedBenchmark(bench)
     if config.tasks is not None and getattr(bench, "n_tasks", config.tasks) < config.tasks:
         raise ValueError(f"config 'tasks': benchmark {config.benchmark!r} has only {bench.n_tasks} tasks, "
                          f"asked for {config.tasks}")

@@ -1,0 +1,274 @@
+"""The first layer's fused row pass with the number of samples ``K`` fixed at compile time (numba).
+
+For each weight row of the first layer a training step needs, in as few passes over the row as
+possible:
+
+1. the gradient of column ``i``: ``g = sum_k (c_k x_i) (1 - w_k^2)`` over the K current samples;
+2. the update (BiMU or BayesBiNN) of ``lambda_i`` and ``b_i = exp(-2 |lambda_i|)`` (one exp);
+3. the K relaxed samples of the next step (T = 1 identity, uniforms of
+   :func:`bimu.engine.rng.relaxed_uniforms`), written over the current ones;
+4. the next step's K pre-activations ``z_k = sum_i w_k,i xnext_i``.
+
+Steps 1-2 run in one column loop, steps 3-4 in a second one. With ``K`` a compile-time constant the
+loops over samples unroll inside the column loops, which then vectorise as a whole (8 float32 lanes on
+AVX2): each weight sample is loaded once and stored once per step, no gradient vector is written, the
+32-bit hash runs on 32-bit lanes and the K pre-activations are K vector accumulators of the sampling
+loop (FMA contraction everywhere; reassociation only in the sampling loop, which has no exp).
+
+A constant ``K`` needs one compiled kernel per ``K``: :func:`generated_module` writes a small module
+for that ``K`` (the templates below with ``K`` set, plus an unrolled sampling function) into
+:func:`kernel_dir` once and imports it, so numba caches its compiled code on disk like any other
+module (``cache=True``; closures over compiled functions would be recompiled in every process). The
+arithmetic of the update and of the samples is that of :func:`bimu.engine.fastpath.row_step` (same
+formulas, same uniforms); gradient and dot products are summed in other orders, so results agree
+with it to rounding. Every caller runs the same compiled functions for a given ``K``, so results do
+not depend on threads or on how steps are grouped into calls.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import inspect
+import os
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+import numpy as np
+from numba import njit
+
+from bimu.engine.kernels import KIND_BIMU, _row_key, as_like, fexp
+
+MAX_SAMPLES = 64
+"""Largest K the per-K kernels are generated for."""
+
+
+@njit(cache=True, error_model="numpy", nogil=True, boundscheck=False, fastmath={"reassoc", "nsz"})
+def dot(w, x):
+    """``sum_i w[i] * x[i]`` (vectorised, fixed summation order; never inlined)."""
+    s = as_like(0.0, w[0])
+    for i in range(w.shape[0]):
+        s += w[i] * x[i]
+    return s
+
+
+# ----------------------------------------------------------------------------- templates
+# Plain Python, never called here: generated_module() compiles them with K (and ``sample_row``) set.
+K = 1
+"""Placeholder of the templates (the generated modules set their own)."""
+
+
+def sample_row(W, lr_, b_, e0, kstride, D, rlo, rhi, xn_, Z0, o, n_out):  # pragma: no cover - template
+    """Template placeholder of the generated, unrolled sampling function (see :func:`_sample_row_source`)."""
+    raise NotImplementedError("generated per K by bimu.engine.rowpass.generated_module")
+
+
+def _row_pass_template(lam, prior, W, BT, DZ, n_out, r0, r1, D, kstride, x, xn, Z0, hp, key, step, update, c,
+                       kind):
+    """Rows ``r0 .. r1-1`` of the first layer (``lam[o*D:(o+1)*D]``, samples at ``W[k*kstride + o*D + i]``,
+    output gradients ``DZ[k*n_out + o]``): gradient and update (skipped when ``update`` is False, a
+    step whose gradient is identically zero), then the next step's samples and pre-activations with
+    ``xn`` into ``Z0[k*n_out + o]``. ``BT`` holds ``exp(-2|lambda|)`` on entry and on exit; ``c`` is
+    scratch of ``K`` values; ``kind`` 0 BiMU, 1 BayesBiNN (``prior`` used by BayesBiNN)."""
+    one = as_like(1.0, lam[0])
+    zero = as_like(0.0, lam[0])
+    m2 = as_like(-2.0, lam[0])
+    four = as_like(4.0, lam[0])
+    h0 = hp[0]
+    h1 = hp[1]
+    h2 = hp[2]
+    h3 = hp[3]
+    h4 = hp[4]
+    h5 = hp[5]
+    P = lam.shape[0]
+    x_ = x[:D]
+    xn_ = xn[:D]
+    for o in range(r0, r1):
+        e0 = o * D
+        for k in range(K):
+            c[k] = DZ[k * n_out + o]
+        lr_ = lam[e0:e0 + D]
+        b_ = BT[e0:e0 + D]
+        p_ = prior[e0:e0 + D]
+        if update and kind == KIND_BIMU:
+            for i in range(D):
+                xi = x_[i]
+                lo = lr_[i]
+                b = b_[i]
+                g = zero
+                for k in range(K):
+                    w = W[np.uint64(k * kstride + e0) + np.uint64(i)]
+                    g += (c[k] * xi) * (one - w * w)
+                # var = 1 - tanh^2 = 4b/(1+b)^2, tanh = +-(1-b)/(1+b); numerator and denominator times
+                # (1+b)^2: one division
+                d1 = one + b
+                d2 = d1 * d1
+                fb = four * b
+                tt = (one - b) * d1
+                tt = tt if lo >= 0 else -tt
+                num = h0 * g * d2 + h4 * (lo - h5) * fb
+                den = h2 * fb + h1 * (tt * g + abs(g) * d2) + h3 * d2
+                lo = lo - num / den
+                lr_[i] = lo
+                b_[i] = fexp(m2 * abs(lo))
+        elif update:
+            for i in range(D):
+                xi = x_[i]
+                lo = lr_[i]
+                b = b_[i]
+                g = zero
+                for k in range(K):
+                    w = W[np.uint64(k * kstride + e0) + np.uint64(i)]
+                    g += (c[k] * xi) * (one - w * w)
+                d1 = one + b
+                lo = lo - h0 * ((g * (d1 * d1)) / (four * b)) - h4 * (lo - p_[i])
+                lr_[i] = lo
+                b_[i] = fexp(m2 * abs(lo))
+        rlo, rhi = _row_key(key, step, P, e0)
+        sample_row(W, lr_, b_, e0, kstride, D, rlo, rhi, xn_, Z0, o, n_out)
+
+
+def _resample_template(lam, W, BT, n_out, r0, r1, D, kstride, xn, Z0, key, step):
+    """The K relaxed samples of training step ``step`` for rows ``r0 .. r1-1`` and their
+    pre-activations with ``xn`` into ``Z0``, exactly as the row pass computes them (a call that starts
+    a chunk of steps reproduces what the previous call's last step drew and summed)."""
+    P = lam.shape[0]
+    xn_ = xn[:D]
+    for o in range(r0, r1):
+        e0 = o * D
+        rlo, rhi = _row_key(key, step, P, e0)
+        sample_row(W, lam[e0:e0 + D], BT[e0:e0 + D], e0, kstride, D, rlo, rhi, xn_, Z0, o, n_out)
+
+
+# ----------------------------------------------------------------------------- generation
+_HEADER = '''\
+"""Generated by bimu.engine.rowpass for K = {K} samples: do not edit (rewritten when bimu changes)."""
+import math
+
+import numpy as np
+from numba import get_thread_id, njit, prange
+
+from bimu.engine.fastpath import ROWS_PER_TASK, _rows, row_step
+from bimu.engine.kernels import (KIND_BIMU, _act_grad, _add32, _h32, _layer_norm_act, _mul32, _row_key, _u32,
+                                 as_like, fexp, ln_backward)
+from bimu.engine.rowpass import dot
+
+K = {K}
+
+_OPTS = dict(cache=True, error_model="numpy", nogil=True, boundscheck=False)
+
+
+@njit(fastmath={{"contract", "reassoc", "nsz"}}, **_OPTS)
+def sample_row(W, lr_, b_, e0, kstride, D, rlo, rhi, xn_, Z0, o, n_out):
+    """The K relaxed samples of one row and its K next pre-activations (one accumulator each)."""
+    one = as_like(1.0, lr_[0])
+    zero = as_like(0.0, lr_[0])
+{init}
+    for i in range(D):
+        lo = lr_[i]
+        b = b_[i]
+        pp = b if lo >= 0 else one
+        qq = (one - b) if lo >= 0 else (b - one)
+        ob = one + b
+        xi = xn_[i]
+        base = _mul32(np.uint32(i), np.uint32({K}))
+        e = np.uint64(e0) + np.uint64(i)
+{body}
+{store}
+'''
+
+_COMPILED = (  # (template, name in the generated module, decorator)
+    (_row_pass_template, "first_layer", '@njit(fastmath={"contract"}, **_OPTS)'),
+    (_resample_template, "first_layer_resample", "@njit(**_OPTS)"),
+)
+
+
+def _sample_row_source(K: int) -> str:
+    """Header of the generated module for ``K`` samples, with its unrolled sampling function."""
+    init = "\n".join(f"    z{k} = zero" for k in range(K))
+    body = "\n".join(
+        f"        u = _u32(_h32(rlo, rhi, _add32(base, np.uint32({k}))), one)\n"
+        f"        w = (u * ob - pp) / (pp + u * qq)\n"
+        f"        W[e + np.uint64({k} * kstride)] = w\n"
+        f"        z{k} += w * xi" for k in range(K))
+    store = "\n".join(f"    Z0[{k} * n_out + o] = z{k}" for k in range(K))
+    return _HEADER.format(K=K, init=init, body=body, store=store)
+
+
+def generated_source(K: int) -> str:
+    """The full source of the module generated for ``K`` samples."""
+    from bimu.engine import fastpath
+
+    parts = [_sample_row_source(K)]
+    compiled = _COMPILED + ((fastpath._train_steps_b1_template, "train_steps_b1",
+                             '@njit(parallel=True, fastmath={"contract"}, **_OPTS)'),)
+    for template, name, decorator in compiled:
+        src = textwrap.dedent(inspect.getsource(template))
+        src = src.replace(f"def {template.__name__}(", f"def {name}(", 1)
+        parts.append(f"\n\n{decorator}\n{src}")
+    return "".join(parts)
+
+
+def kernel_dir() -> Path:
+    """Where generated kernel modules live: ``$BIMU_KERNEL_DIR``, else ``$XDG_CACHE_HOME/bimu/kernels``
+    (``~/.cache/bimu/kernels``); numba caches their compiled code beside them."""
+    env = os.environ.get("BIMU_KERNEL_DIR")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "bimu" / "kernels"
+
+
+_MODULES: dict = {}
+
+
+def generated_module(K: int):
+    """The imported module of per-K kernels (``first_layer``, ``first_layer_resample``,
+    ``train_steps_b1``, ``sample_row``), written once (atomically; an unchanged file keeps its numba
+    cache) under :func:`kernel_dir`, or a private temporary folder when that is not writable."""
+    K = int(K)
+    if K < 1 or K > MAX_SAMPLES:
+        raise ValueError(f"the fused row pass supports 1 <= K <= {MAX_SAMPLES} samples, got K={K}")
+    module = _MODULES.get(K)
+    if module is not None:
+        return module
+    src = generated_source(K)
+    name = f"bimu_rowpass_k{K}_{hashlib.sha256(src.encode()).hexdigest()[:12]}"
+    folders = (kernel_dir(), Path(tempfile.gettempdir()) / f"bimu-kernels-{os.getuid()}")
+    for folder in folders:
+        path = folder / f"{name}.py"
+        try:
+            if not path.exists() or path.read_text() != src:
+                folder.mkdir(parents=True, exist_ok=True)
+                fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+                with os.fdopen(fd, "w") as fh:
+                    fh.write(src)
+                os.replace(tmp, path)
+            break
+        except OSError:
+            continue
+    else:
+        raise OSError(f"cannot write the generated kernel {name}.py to {folders[0]} or {folders[1]}; "
+                      "set BIMU_KERNEL_DIR to a writable folder")
+    module = sys.modules.get(name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    _MODULES[K] = module
+    return module
+
+
+def row_pass_kernel(K: int):
+    """The compiled row pass for ``K`` samples: ``kernel(lam, prior, W, BT, DZ, n_out, r0, r1, D,
+    kstride, x, xn, Z0, hp, key, step, update, c, kind)`` (see :func:`_row_pass_template`)."""
+    return generated_module(K).first_layer
+
+
+def row_resample_kernel(K: int):
+    """The compiled ``resample(lam, W, BT, n_out, r0, r1, D, kstride, xn, Z0, key, step)`` for ``K``
+    samples (see :func:`_resample_template`)."""
+    return generated_module(K).first_layer_resample

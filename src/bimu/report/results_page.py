@@ -1,0 +1,157 @@
+"""The results page (``docs/results.md``) built from real ``bimu reproduce`` output folders.
+
+Every ``bimu reproduce NAME`` writes a manifest ``OUT/NAME.json`` beside its tables
+(:func:`write_manifest`): the command that regenerates it, the seeds, the scale, each data set and
+whether it is real or a stand-in, the table itself, the figure files, the exit code, the time and the
+git commit. ``bimu report --results-page docs/results.md OUT...`` (:func:`write_results_page`) turns
+every manifest found under the given folders (their ``runs/`` trees excepted) into one markdown page,
+stating for each table the command, seeds, scale and data status, so that no number on the page comes
+without its provenance. Nothing on the page is typed by hand.
+
+>>> render_page([])
+Traceback (most recent call last):
+...
+FileNotFoundError: no reproduction manifests (OUT/NAME.json written by bimu reproduce) to build a results page from
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+MANIFEST_FORMAT = 1
+"""Version of the manifest layout."""
+
+
+def reproduce_command(name: str, opts) -> str:
+    """The ``bimu reproduce`` command line that regenerates (or reuses) this report."""
+    parts = ["bimu", "reproduce", name, "--scale", opts.scale, "--seeds", str(len(opts.seeds)), "--out",
+             str(opts.out)]
+    if getattr(opts, "benchmark", None):
+        parts += ["--benchmark", opts.benchmark]
+    if getattr(opts, "engine", "auto") != "auto":
+        parts += ["--engine", opts.engine]
+    return " ".join(parts)
+
+
+def write_manifest(opts, entry, table, paths: dict, benchmarks: Sequence[str], code: int) -> Path:
+    """Write ``OUT/NAME.json`` (atomically) describing one reproduction; returns its path."""
+    from bimu.experiments.reproduce import data_status
+    from bimu.experiments.rundir import atomic_write_text, dumps, git_commit
+
+    out = Path(opts.out)
+    manifest = {
+        "format": MANIFEST_FORMAT, "name": entry.name, "title": table.title, "scale": opts.scale,
+        "seeds": list(opts.seeds), "command": reproduce_command(entry.name, opts),
+        "data": [{"benchmark": b, "status": data_status(b)} for b in benchmarks],
+        "files": {k: os.path.relpath(p, out) for k, p in paths.items()},
+        "exit_code": int(code), "written": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "git_commit": git_commit(Path(__file__).parent),
+        "table": {"header": table.header, "rows": table.rows, "notes": table.notes},
+    }
+    path = out / f"{entry.name}.json"
+    atomic_write_text(path, dumps(manifest))
+    return path
+
+
+def find_manifests(dirs: Iterable[str | os.PathLike]) -> list[tuple[Path, dict[str, Any]]]:
+    """``(folder, manifest)`` for every reproduction manifest under ``dirs`` (``runs/`` trees skipped);
+    FileNotFoundError naming a folder that does not exist."""
+    found = []
+    for d in dirs:
+        d = Path(d)
+        if not d.is_dir():
+            raise FileNotFoundError(f"no such folder: {d}")
+        for p in sorted(d.rglob("*.json")):
+            if "runs" in p.relative_to(d).parts[:-1]:
+                continue
+            try:
+                m = json.loads(p.read_text())
+            except (OSError, ValueError):
+                continue
+            if isinstance(m, dict) and m.get("format") == MANIFEST_FORMAT and "table" in m and "command" in m:
+                found.append((p.parent, m))
+    return found
+
+
+def _md_table(header, rows) -> list[str]:
+    return (["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+            + ["| " + " | ".join(str(c) for c in r) + " |" for r in rows])
+
+
+def render_section(folder: Path, m: dict, page_dir: Path) -> list[str]:
+    """The markdown of one reproduction: provenance lines, the table, its notes and figures."""
+    scale = m["scale"] + (" (smoke test: not comparable with the paper)" if m["scale"] == "quick" else
+                          " (the paper's protocol)")
+    data = "; ".join(f"{d['benchmark']} ({d['status']})" for d in m.get("data", [])) or "none (computed)"
+    seeds = m.get("seeds", [])
+    fewer = "; the paper averages 5 runs" if m.get("data") and len(seeds) < 5 else ""
+    lines = [f"## {m['name']}: {m['title']}", "",
+             f"- command: `{m['command']}`",
+             f"- seeds: {', '.join(map(str, seeds))} ({len(seeds)} seed{'s' if len(seeds) != 1 else ''}{fewer})",
+             f"- scale: {scale}",
+             f"- data: {data}",
+             f"- written {m.get('written', '?')} at commit {str(m.get('git_commit') or '?')[:10]}"
+             + ("" if m.get("exit_code", 0) == 0 else f"; EXIT CODE {m['exit_code']} (some runs failed)"),
+             ""]
+    lines += _md_table(m["table"]["header"], m["table"]["rows"])
+    if m["table"].get("notes"):
+        lines += [""] + [f"- {n}" for n in m["table"]["notes"]]
+    figs = [f for k, f in m.get("files", {}).items() if str(f).endswith(".png")]
+    for f in figs:
+        rel = os.path.relpath(folder / f, page_dir)
+        lines += ["", f"![{Path(f).stem}]({rel})"]
+    return lines + [""]
+
+
+def render_page(found: Sequence[tuple[Path, dict]], page_dir: str | os.PathLike = ".",
+                command: str = "") -> str:
+    """The whole page from :func:`find_manifests` output."""
+    if not found:
+        raise FileNotFoundError("no reproduction manifests (OUT/NAME.json written by bimu reproduce) to build "
+                                "a results page from")
+    page_dir = Path(page_dir)
+    quick = sorted({m["name"] for _, m in found if m["scale"] == "quick"})
+    standin = sorted({m["name"] for _, m in found if any(d["status"] != "real" for d in m.get("data", []))})
+    lines = ["# Results", "",
+             "Generated from real run directories" + (f" by `{command}`" if command else "")
+             + "; do not edit by hand. Each section gives the command that regenerates it, its seeds, its "
+             "scale and whether its data set is real or an offline stand-in. The paper's numbers are in the "
+             "column next to each of ours.", ""]
+    if quick:
+        lines += [f"**Quick scale (smoke tests, not comparable with the paper):** {', '.join(quick)}.", ""]
+    if standin:
+        lines += [f"**Stand-in data (not the paper's data sets):** {', '.join(standin)}.", ""]
+    lines += ["| reproduction | scale | seeds | data |", "|---|---|---|---|"]
+    seen: dict[str, int] = {}
+    for _, m in found:
+        data = ", ".join(f"{d['benchmark']} ({d['status']})" for d in m.get("data", [])) or "-"
+        anchor = _anchor(m)
+        n = seen.get(anchor, 0)
+        seen[anchor] = n + 1
+        anchor += f"-{n}" if n else ""  # GitHub numbers repeated headings
+        lines.append(f"| [{m['name']}](#{anchor}) | {m['scale']} | {len(m.get('seeds', []))} | {data} |")
+    lines.append("")
+    for folder, m in found:
+        lines += render_section(folder, m, page_dir)
+    return "\n".join(lines)
+
+
+def _anchor(m: dict) -> str:
+    text = f"{m['name']}: {m['title']}".lower()
+    keep = "".join(c for c in text if c.isalnum() or c in " -_")
+    return keep.replace(" ", "-")
+
+
+def write_results_page(page: str | os.PathLike, dirs: Sequence[str | os.PathLike], command: str = "") -> Path:
+    """Build the page from the manifests under ``dirs`` and write it atomically to ``page``."""
+    from bimu.experiments.rundir import atomic_write_text
+
+    page = Path(page)
+    text = render_page(find_manifests(dirs), page.parent, command)
+    atomic_write_text(page, text)
+    return page
