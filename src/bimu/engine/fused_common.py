@@ -154,14 +154,28 @@ class EngineMethod(OnlineMethod):
         self.eval_counter = int(state["eval_counter"])
 
 
-def to_tensors(flat: np.ndarray, shapes: Sequence[tuple[int, ...]]) -> list[torch.Tensor]:
-    """Copies of consecutive pieces of ``flat`` with the given shapes, as torch tensors."""
+def views(flat: np.ndarray, shapes: Sequence[tuple[int, ...]]) -> list[np.ndarray]:
+    """Consecutive pieces of ``flat`` with the given shapes, as views (writing into them writes ``flat``).
+
+    >>> [v.shape for v in views(np.arange(10.0), [(2, 3), (4,)])]
+    [(2, 3), (4,)]
+    """
     out, start = [], 0
     for shape in shapes:
         n = int(np.prod(shape))
-        out.append(torch.from_numpy(flat[start:start + n].reshape(shape).copy()))
+        out.append(flat[start:start + n].reshape(shape))
         start += n
     return out
+
+
+def layer_pairs(first: list, second: list) -> list:
+    """``[first[0], second[0], first[1], second[1], ...]`` (e.g. weight and bias of each layer)."""
+    return [v for pair in zip(first, second) for v in pair]
+
+
+def to_tensors(flat: np.ndarray, shapes: Sequence[tuple[int, ...]]) -> list[torch.Tensor]:
+    """Copies of consecutive pieces of ``flat`` with the given shapes, as torch tensors."""
+    return [torch.from_numpy(v.copy()) for v in views(flat, shapes)]
 
 
 def from_tensors(tensors, shapes: Sequence[tuple[int, ...]], dtype, what: str) -> np.ndarray:

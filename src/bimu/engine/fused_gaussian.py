@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from bimu.engine.dense import ACT_RELU, dense_forward, offsets
-from bimu.engine.fused_common import EngineMethod, from_tensors, to_tensors
+from bimu.engine.fused_common import EngineMethod, from_tensors, layer_pairs, to_tensors, views
 from bimu.engine.gaussian import gaussian_noise, mesu_train
 from bimu.methods.mesu import MESUMethod
 from bimu.nn.gaussian import GaussianMLP
@@ -80,28 +80,28 @@ class FusedMESU(EngineMethod):
 
     def train_noise(self, step: int | None = None) -> list[np.ndarray]:
         """The standard normals of training ``step`` (default: the next one), one ``[K, *shape]`` array per
-        torch parameter pair in :meth:`bimu.nn.gaussian.GaussianMLP.pairs` order (weight, bias of each
+        torch parameter pair (:meth:`bimu.nn.gaussian.GaussianMLP.pairs` order: weight, bias of each
         layer): ``w_k = mu + sigma * eps_k`` replays the step on the torch network."""
-        E = self._noise(self.train_key, self.train_step if step is None else int(step), self.K)
-        return self._pair_order([E[:, a:b].reshape(self.K, *shape) for (a, b), shape in
-                                 zip(self._spans(), self._shapes)])
+        return self._noise_pairs(self.train_key, self.train_step if step is None else int(step), self.K)
 
-    def _spans(self) -> list[tuple[int, int]]:
-        out, start = [], 0
-        for shape in self._shapes:
-            n = int(np.prod(shape))
-            out.append((start, start + n))
-            start += n
-        return out
+    def eval_noise(self, n_samples: int, draw: int | None = None) -> list[np.ndarray]:
+        """The normals the next prediction without a generator (or evaluation ``draw``) will use with
+        ``n_samples`` samples, laid out as :meth:`train_noise`."""
+        return self._noise_pairs(self.eval_key, self.eval_counter if draw is None else int(draw), int(n_samples))
 
-    def _pair_order(self, pieces: list) -> list:
+    def _noise_pairs(self, key, draw: int, K: int) -> list[np.ndarray]:
+        E = self._noise(key, draw, K)
         L = len(self.sizes) - 1
-        return [v for l in range(L) for v in (pieces[l], pieces[L + l])]
+        ends = np.cumsum([int(np.prod(shape)) for shape in self._shapes])
+        v = [E[:, b - int(np.prod(shape)):b].reshape(K, *shape) for b, shape in zip(ends, self._shapes)]
+        return layer_pairs(v[:L], v[L:])
 
-    def parameters_np(self) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Views ``(mu, sigma)`` per torch pair (weight, bias of each layer); writing changes the model."""
-        return self._pair_order([(self.mu[a:b].reshape(shape), self.sigma[a:b].reshape(shape))
-                                 for (a, b), shape in zip(self._spans(), self._shapes)])
+    def parameters_np(self) -> list[np.ndarray]:
+        """Views of ``mu`` and ``sigma`` in the torch network's ``parameters()`` order (``mu_weight,
+        sigma_weight, mu_bias, sigma_bias`` of each layer); writing into them changes the model."""
+        L = len(self.sizes) - 1
+        mu, sg = views(self.mu, self._shapes), views(self.sigma, self._shapes)
+        return [v for l in range(L) for v in (mu[l], sg[l], mu[L + l], sg[L + l])]
 
     def _logits_np(self, xn, n_samples, key, draw) -> np.ndarray:
         E = self._noise(key, draw, n_samples)

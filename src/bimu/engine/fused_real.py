@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from bimu.engine.dense import ACT_RELU, dense_forward, offsets
-from bimu.engine.fused_common import EngineMethod, from_tensors, to_tensors
+from bimu.engine.fused_common import EngineMethod, from_tensors, layer_pairs, to_tensors, views
 from bimu.engine.real import KIND_EWC, KIND_SGD, KIND_SI, real_train
 from bimu.methods.ewc_online import OnlineEWCMethod
 from bimu.methods.sgd import SGDMethod
@@ -87,15 +87,11 @@ class FusedSGD(EngineMethod):
 
     # ----------------------------------------------------------------- views and state
     def parameters_np(self) -> list[np.ndarray]:
-        """Views of the parameters in the torch method's order (``model.parameters()``: weight, bias
-        of each layer); writing into them changes the model."""
-        views, start = [], 0
-        for shape in self._shapes:
-            n = int(np.prod(shape))
-            views.append(self.theta[start:start + n].reshape(shape))
-            start += n
+        """Views of the parameters in the torch method's ``model.parameters()`` order (weight, bias of
+        each layer); writing into them changes the model."""
         L = len(self.sizes) - 1
-        return [v for l in range(L) for v in (views[l], views[L + l])]
+        v = views(self.theta, self._shapes)
+        return layer_pairs(v[:L], v[L:])
 
     def modules_state(self) -> dict[str, Any]:
         """Copies of the parameters and of the method's traces, the counters, the dtype."""

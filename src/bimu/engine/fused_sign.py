@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from bimu.engine.dense import ACT_SIGN, dense_forward, offsets
-from bimu.engine.fused_common import EngineMethod, from_tensors, to_tensors
+from bimu.engine.fused_common import EngineMethod, from_tensors, to_tensors, views
 from bimu.engine.sign import sign_train
 from bimu.methods.ste import STEMethod
 from bimu.methods.synaptic_metaplasticity import SynapticMetaplasticityMethod
@@ -106,9 +106,10 @@ class FusedSTE(EngineMethod):
         return out
 
     # ----------------------------------------------------------------- views and state
-    def latent_weights_np(self) -> list[np.ndarray]:
-        """Views of the latent weights, one ``[out, in]`` array per layer."""
-        return [self.Wh[self.woff[l]:self.woff[l + 1]].reshape(self._wshapes[l]) for l in range(len(self._wshapes))]
+    def parameters_np(self) -> list[np.ndarray]:
+        """Views of the latent weights (one ``[out, in]`` array per layer), then of the norms' ``gamma``
+        and ``beta`` of each layer: the torch network's ``parameters()`` order."""
+        return views(self.Wh, self._wshapes) + (views(self.NP, self._nshapes) if self._norm else [])
 
     def modules_state(self) -> dict[str, Any]:
         """Copies of the latent weights, norms (parameters, statistics) and Adam state; counters."""
