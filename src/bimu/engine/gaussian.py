@@ -197,24 +197,27 @@ def mesu_train(X, Y, n_steps, B, K, mu, sg, sizes, woff, boff, hp, key, step0, E
     zero = as_like(0.0, one)
     for s in range(n_steps):
         r0 = s * B
-        gaussian_noise(E, key, step0 + s, K, sizes, woff, boff)
-        # ---- forward: Z[(k * B + b) * Pu + boff[l] + o], ReLU applied in place to hidden layers
+        # ---- forward: Z[(k * B + b) * Pu + boff[l] + o], ReLU applied in place to hidden layers; each
+        # row's noise (as gaussian_noise draws it) is drawn just before the row is used
         for l in range(L):
             n_in = sizes[l]
             n_out = sizes[l + 1]
-            for k in range(K):
-                for o in range(n_out):
-                    e0 = woff[l] + o * n_in
+            for o in range(n_out):
+                e0 = woff[l] + o * n_in
+                _noise_row(E, key, step0 + s, P, e0, n_in, K)
+                mr = mu[e0:e0 + n_in]
+                sr = sg[e0:e0 + n_in]
+                for k in range(K):
                     wr = wrow[:n_in]
                     ek = E[k * P + e0:k * P + e0 + n_in]
-                    mr = mu[e0:e0 + n_in]
-                    sr = sg[e0:e0 + n_in]
                     for i in range(n_in):
                         wr[i] = mr[i] + sr[i] * ek[i]
                     for b in range(B):
                         a0 = (k * B + b) * Pu
                         inp = X[r0 + b] if l == 0 else Z[a0 + boff[l - 1]:a0 + boff[l - 1] + n_in]
                         Z[a0 + boff[l] + o] = dot(wr, inp)
+            _noise_row(E, key, step0 + s, P, Pw + boff[l], n_out, K)
+            for k in range(K):
                 for o in range(n_out):
                     e = Pw + boff[l] + o
                     bias = mu[e] + sg[e] * E[k * P + e]
@@ -268,6 +271,22 @@ def mesu_train(X, Y, n_steps, B, K, mu, sg, sizes, woff, boff, hp, key, step0, E
                 e0 = woff[l] + o * n_in
                 g1 = gm[:n_in]
                 g2 = gs[:n_in]
+                if B == 1 and l == 0:  # one input for every sample: g = x * sum_k d_k, x * sum_k d_k eps_k
+                    x = X[r0]
+                    dsum = zero
+                    for i in range(n_in):
+                        g2[i] = zero
+                    for k in range(K):
+                        d = D[k * Pu + o]
+                        dsum += d
+                        ek = E[k * P + e0:k * P + e0 + n_in]
+                        for i in range(n_in):
+                            g2[i] += d * ek[i]
+                    for i in range(n_in):
+                        g1[i] = x[i] * dsum
+                        g2[i] = x[i] * g2[i]
+                    _mesu_row(mu[e0:e0 + n_in], sg[e0:e0 + n_in], g1, g2, n_in, hp)
+                    continue
                 for i in range(n_in):
                     g1[i] = zero
                     g2[i] = zero
