@@ -143,6 +143,13 @@ def test_small_network_matches_torch_with_task_boundary(name, batch):
     assert m.memory_bytes() == t.memory_bytes()
 
 
+@pytest.mark.parametrize("name", BASELINES)
+def test_linear_head_matches_torch(name):
+    X, Y = _data(20)
+    m, t = _run_both(name, [SIZES[0], SIZES[-1]], SMALL_HP[name], X, Y, boundary=5)
+    assert _rel(m.parameters_np(), _torch_params(t)) < 1e-5
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_mesu_float64_matches_torch_float64(dtype):
     X, Y = _data(20)
