@@ -31,6 +31,8 @@ ADAM_BETAS = (0.9, 0.999)
 """Adam's ``(beta1, beta2)`` (the torch optimizer's defaults, which the torch methods use)."""
 ADAM_EPS = 1e-8
 """Adam's epsilon."""
+BN_EPS = OnlineBatchNorm(1).eps
+"""The norms' epsilon (that of :class:`bimu.nn.sign_linear.OnlineBatchNorm`)."""
 
 
 class FusedSTE(EngineMethod):
@@ -64,7 +66,7 @@ class FusedSTE(EngineMethod):
 
     def _hp_vector(self) -> list[float]:
         hp = self.hparams
-        return [hp["lr"], 0.0, hp["weight_decay"], 1.0, float(hp["clip_latent"]), *ADAM_BETAS, ADAM_EPS, 0.0, 1e-5]
+        return [hp["lr"], 0.0, hp["weight_decay"], 1.0, float(hp["clip_latent"]), *ADAM_BETAS, ADAM_EPS, 0.0, BN_EPS]
 
     def _scratch(self, batch: int) -> tuple:
         if self._scratch_batch != batch:
@@ -97,7 +99,7 @@ class FusedSTE(EngineMethod):
         wb = np.where(self.Wh >= 0, 1.0, -1.0).astype(self.dtype)
         if self._norm:
             gam, bet = self._eval_norm()
-            inv = (1.0 / np.sqrt(self.RV + self.dtype.type(OnlineBatchNorm(1).eps))).astype(self.dtype)
+            inv = (1.0 / np.sqrt(self.RV + self.dtype.type(BN_EPS))).astype(self.dtype)
         else:
             gam = inv = np.ones_like(self.RM)
             bet = np.zeros_like(self.RM)
@@ -157,7 +159,7 @@ class FusedSynapticMetaplasticity(FusedSTE):
     def _hp_vector(self):
         hp = self.hparams
         return [hp["lr"], hp["metaplasticity"], hp["weight_decay"], 0.0, 0.0, *ADAM_BETAS, ADAM_EPS,
-                hp["bn_momentum"], OnlineBatchNorm(1).eps]
+                hp["bn_momentum"], BN_EPS]
 
     def task_end(self) -> None:
         """With ``task_affine``, store a copy of the norms' affine parameters for this task."""
