@@ -207,6 +207,15 @@ def mesu_train(X, Y, n_steps, B, K, mu, sg, sizes, woff, boff, hp, key, step0, E
                 _noise_row(E, key, step0 + s, P, e0, n_in, K)
                 mr = mu[e0:e0 + n_in]
                 sr = sg[e0:e0 + n_in]
+                if B == 1 and l == 0:  # one input for every sample: z_k = mu . x + (sigma x) . eps_k
+                    x = X[r0]
+                    sx = wrow[:n_in]
+                    for i in range(n_in):
+                        sx[i] = sr[i] * x[i]
+                    mx = dot(mr, x)
+                    for k in range(K):
+                        Z[k * Pu + o] = mx + dot(sx, E[k * P + e0:k * P + e0 + n_in])
+                    continue
                 for k in range(K):
                     wr = wrow[:n_in]
                     ek = E[k * P + e0:k * P + e0 + n_in]
