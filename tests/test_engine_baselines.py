@@ -167,9 +167,10 @@ def test_mesu_float64_matches_torch_float64(dtype):
 def test_ewc_and_si_task_end_fold_like_torch():
     X, Y = _data(30)
     L = len(SIZES) - 1
-    for name, pairs in (("ewc-online", (("pen", "fisher"), ("anchor", "anchor"), ("acc", "fisher_accumulator"))),
-                        ("si", (("pen", "omega"), ("anchor", "anchor"), ("path", "path_integral")))):
-        m, t = _run_both(name, SIZES, SMALL_HP[name], X, Y, boundary=10)
+    si = (("pen", "omega"), ("anchor", "anchor"), ("path", "path_integral"))
+    for name, pairs, extra in (("ewc-online", (("pen", "fisher"), ("anchor", "anchor"), ("acc", "fisher_accumulator")),
+                                {}), ("si", si, {}), ("si", si, {"omega_relu": True})):
+        m, t = _run_both(name, SIZES, dict(SMALL_HP[name], **extra), X, Y, boundary=10)
         for step in ("before", "after"):  # mid-task (running sums) and after the second fold
             for mine, theirs in pairs:
                 v = views(getattr(m, mine), m._shapes)
