@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from bimu.engine import kernels
+from bimu.engine.fused import _FusedBase
 from bimu.engine.rng import EVAL_STREAM, TRAIN_STREAM, derive_key
 from bimu.methods.base import OnlineMethod
 
@@ -78,16 +79,7 @@ class EngineMethod(OnlineMethod):
             check_labels(y, x.shape[0], self.n_classes)
         return None
 
-    def _as_inputs(self, x, y=None):
-        x = torch.as_tensor(x)
-        if y is not None:
-            y = torch.as_tensor(y)
-            if y.dtype.is_floating_point or y.dtype == torch.bool:
-                raise ValueError(f"labels must be integers, got dtype {y.dtype}")
-        self.check_batch(x, y)
-        xn = np.ascontiguousarray(x.detach().cpu().numpy(), dtype=self.dtype)
-        yn = None if y is None else np.ascontiguousarray(y.detach().cpu().numpy(), dtype=np.int64)
-        return xn, yn
+    _as_inputs = _FusedBase._as_inputs  # tensors/arrays -> checked contiguous numpy (self.dtype, int64)
 
     # ----------------------------------------------------------------- learning
     def _run(self, xn: np.ndarray, yn: np.ndarray, n_steps: int, batch: int) -> None:
@@ -102,16 +94,7 @@ class EngineMethod(OnlineMethod):
         self.examples_seen += int(xn.shape[0])
         self.updates_applied += 1
 
-    def learn_many(self, X, Y) -> None:
-        """``len(X)`` consecutive batch-size-1 updates in one compiled call; identical to calling
-        :meth:`learn` on each row in turn (counters included)."""
-        xn, yn = self._as_inputs(X, Y)
-        n = xn.shape[0]
-        if n == 0:
-            return
-        self._run(xn, yn, n, 1)
-        self.examples_seen += n
-        self.updates_applied += n
+    learn_many = _FusedBase.learn_many  # len(X) batch-size-1 steps in one compiled call
 
     # ----------------------------------------------------------------- prediction
     def _logits_np(self, xn: np.ndarray, n_samples: int, key, draw: int) -> np.ndarray:
