@@ -45,7 +45,8 @@ def sign_dot(w, x):
 @njit(**_OPTS)
 def adam_row(w, m, v, g, n, lr, meta, wd, decoupled, clip, b1, b2, eps, bc1, bc2):
     """One metaplastic Adam step on ``w[:n]`` (moments ``m, v``, gradient ``g``; ``bc1, bc2`` the bias
-    corrections ``1 - beta^t``), as :func:`bimu.optim.metaplastic_adam.metaplastic_adam_update_`."""
+    corrections ``1 - beta^t``), as :func:`bimu.optim.metaplastic_adam.metaplastic_adam_update_` (which
+    divides by ``bc1, bc2``; here the moments are multiplied by their reciprocals, equal up to rounding)."""
     one = w[0]
     lr_ = as_like(lr, one)
     decay = as_like(1.0 - lr * wd, one)
@@ -55,8 +56,8 @@ def adam_row(w, m, v, g, n, lr, meta, wd, decoupled, clip, b1, b2, eps, bc1, bc2
     o1 = as_like(1.0 - b1, one)
     o2 = as_like(1.0 - b2, one)
     eps_ = as_like(eps, one)
-    c1 = as_like(bc1, one)
-    c2 = as_like(bc2, one)
+    r1 = as_like(1.0 / bc1, one)  # bias corrections as reciprocals: one division per weight, not three
+    r2 = as_like(1.0 / bc2, one)
     m2 = as_like(-2.0 * meta, one)
     four = as_like(4.0, one)
     lim = as_like(1.0, one)
@@ -71,7 +72,7 @@ def adam_row(w, m, v, g, n, lr, meta, wd, decoupled, clip, b1, b2, eps, bc1, bc2
         vi = v[i] * b2_ + (o2 * gi) * gi
         m[i] = mi
         v[i] = vi
-        u = (lr_ * (mi / c1)) / (math.sqrt(vi / c2) + eps_)
+        u = (lr_ * (mi * r1)) / (math.sqrt(vi * r2) + eps_)
         if meta > 0:
             q = fexp(m2 * abs(wi))
             f = four * q / ((lim + q) * (lim + q))
