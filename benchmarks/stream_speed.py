@@ -6,7 +6,14 @@ then standardised. Prints one table: path, threads, steps/s and the ratio to the
 in the same run, plus the time to evaluate the 10,000 test examples with K = 5 hard samples, and the
 machine's load (``uptime``) before and after: on a shared machine, compare ratios, not absolute rates.
 
+Then one row per baseline (``--methods``, default every other method the engine runs): its torch
+method and its fused version, each on one thread, with the method's pmnist-100 preset on its own
+784-100-10 network, same data; steps/s and the ratio. A baseline's torch path runs for
+``--torch-steps`` steps or ``--torch-seconds``, whichever ends first; its engine row is the best of
+``--repeats`` runs of about ``--engine-seconds`` each (at most ``--engine-steps`` steps).
+
     PYTHONPATH=src python benchmarks/stream_speed.py [--torch-steps 300] [--engine-steps 30000]
+        [--methods sgd mesu ...]
 """
 
 from __future__ import annotations
@@ -54,12 +61,21 @@ def _threading_layer() -> str:
 def main(argv=None) -> int:
     """Run the benchmark and print the table."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--torch-steps", type=int, default=300)
-    ap.add_argument("--engine-steps", type=int, default=30000)
+    ap.add_argument("--torch-steps", type=int, default=300, help="steps of each torch measurement (default 300)")
+    ap.add_argument("--engine-steps", type=int, default=30000, help="steps of the 1-thread engine row (default 30000)")
     ap.add_argument("--engine-steps-2t", type=int, default=5000, help="steps of the 2-thread row")
     ap.add_argument("--repeats", type=int, default=3, help="best of this many timings per engine row")
-    ap.add_argument("--data-dir", default=os.environ.get("BIMU_DATA_DIR", "/work/shared/data"))
+    ap.add_argument("--data-dir", default=os.environ.get("BIMU_DATA_DIR", "/work/shared/data"),
+                    help="folder holding mnist/ (default $BIMU_DATA_DIR or /work/shared/data)")
+    ap.add_argument("--methods", nargs="*", default=None, metavar="METHOD",
+                    help="baselines to add a row for (default: all the engine runs besides bimu; "
+                         "none given: no baseline rows)")
+    ap.add_argument("--torch-seconds", type=float, default=5.0,
+                    help="time limit of a baseline's torch measurement (default 5)")
+    ap.add_argument("--engine-seconds", type=float, default=2.0,
+                    help="about this long per timed engine run of a baseline (default 2)")
     args = ap.parse_args(argv)
+    baselines = _baseline_names(args.methods)
 
     from bimu.engine import create_fused
     from bimu.methods import create_method
@@ -139,7 +155,57 @@ def main(argv=None) -> int:
     print(f"{'evaluation':<18} {'threads':>7} {'seconds':>10} {'accuracy':>9}  (10,000 test examples, K=5 hard)")
     for threads, secs, acc in eval_rows:
         print(f"{'fused engine':<18} {threads:>7} {secs:>10.3f} {acc:>9.4f}")
+    if baselines:
+        print(f"{'method':<24} {'torch steps/s':>13} {'engine steps/s':>14} {'vs torch':>9}   (1 thread each, "
+              "pmnist-100 presets)")
+        for name in baselines:
+            t_rate, e_rate = _baseline_rates(name, xtr, ytr, args)
+            print(f"{name:<24} {t_rate:>13.1f} {e_rate:>14.0f} {e_rate / t_rate:>8.1f}x")
+        print(f"uptime after baselines: {_uptime()}")
     return 0
+
+
+def _baseline_names(asked):
+    """The baselines to measure: ``asked`` (checked against the engine's methods) or all but bimu."""
+    from bimu.engine import FUSED_METHODS
+
+    known = [m for m in FUSED_METHODS if m != "bimu"]
+    if asked is None:
+        return known
+    unknown = sorted(set(asked) - set(known))
+    if unknown:
+        raise SystemExit(f"--methods: unknown {unknown}; choose from {known}")
+    return list(asked)
+
+
+def _baseline_rates(name, xtr, ytr, args):
+    """(torch steps/s, engine steps/s) of baseline ``name`` on one thread, batch size 1."""
+    from bimu.engine import create_fused
+    from bimu.methods import create_method
+
+    torch.set_num_threads(1)
+    sizes = [784, 100, 10]
+    tm = create_method(name, sizes, seed=0, preset="pmnist-100")
+    xt, yt = torch.from_numpy(xtr), torch.from_numpy(ytr)
+    for i in range(3):
+        tm.learn(xt[i:i + 1], yt[i:i + 1])
+    done, t0 = 0, time.perf_counter()
+    while done < args.torch_steps and (done < 10 or time.perf_counter() - t0 < args.torch_seconds):
+        tm.learn(xt[done:done + 1], yt[done:done + 1])
+        done += 1
+    torch_rate = done / (time.perf_counter() - t0)
+
+    m = create_fused(name, sizes, 0, dict(tm.hparams), threads=1)
+    m.learn_many(xtr[:50], ytr[:50])  # compiles (or loads the cache)
+    t0 = time.perf_counter()
+    m.learn_many(xtr[:200], ytr[:200])
+    n = int(min(args.engine_steps, len(xtr), max(200, 200 / (time.perf_counter() - t0) * args.engine_seconds)))
+    best = 0.0
+    for _ in range(args.repeats):
+        t0 = time.perf_counter()
+        m.learn_many(xtr[:n], ytr[:n])
+        best = max(best, n / (time.perf_counter() - t0))
+    return torch_rate, best
 
 
 if __name__ == "__main__":

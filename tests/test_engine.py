@@ -208,9 +208,9 @@ def test_supports_and_bad_inputs():
     assert not supports("bimu", [784, 100, 10], {"activation": "relu"})
     assert not supports("bimu", [784, 100, 10], {"momentum": 0.9})
     assert not supports("bimu", [784], {})
-    assert not supports("mesu", [784, 100, 10], {})
+    assert not supports("no-such-method", [784, 100, 10], {})
     with pytest.raises(ValueError, match="does not support"):
-        create_fused("mesu", [4, 2], 0, {})
+        create_fused("no-such-method", [4, 2], 0, {})
     with pytest.raises(ValueError, match="lr"):
         create_fused("bimu", [4, 2], 0, {"lr": -1})
     m = create_fused("bimu", SIZES, 0, HP)

@@ -2,7 +2,9 @@
 
 Supported: BernoulliLinear layers with LayerNorm without affine, RBG or sign activations, any depth
 and width (single-layer heads included), trained with BiMU (or BayesBiNN, whose update has the same
-shape). Per step it draws K relaxed samples, runs forward and backward, applies the update and draws
+shape); and every baseline on its own network, any depth and width: SGD, Online EWC and SI
+(:mod:`bimu.engine.fused_real`), MESU (:mod:`bimu.engine.fused_gaussian`), STE and Synaptic
+Metaplasticity (:mod:`bimu.engine.fused_sign`). Per step it draws K relaxed samples, runs forward and backward, applies the update and draws
 the next step's samples in one compiled call without Python in between; hard-sample Monte-Carlo
 evaluation and active-learning scores cost only K forward passes. Randomness is counter-based
 (:mod:`bimu.engine.rng`): results do not depend on the thread count or on how steps are grouped.
@@ -11,11 +13,11 @@ Entry points for the runner (see ``docs/contracts.md``):
 
 >>> supports("bimu", [784, 100, 10], {"activation": "rbg"})
 True
->>> supports("sgd", [784, 100, 10], {})
+>>> supports("sgd", [784, 100, 10], {"momentum": 0.9})
 False
 
 ``create_fused(name, sizes, seed, hparams)`` returns an :class:`~bimu.methods.base.OnlineMethod`
-(:class:`FusedBiMU` or :class:`FusedBayesBiNN`) with ``learn_many(X, Y)`` and ``mc_scores(X)`` on top.
+(:class:`FusedBiMU`, :class:`FusedBayesBiNN`, ... one class per entry of :data:`FUSED_METHODS`) with ``learn_many(X, Y)`` and ``mc_scores(X)`` on top.
 """
 
 from __future__ import annotations
@@ -24,16 +26,21 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bimu.engine.fused import BAYESBINN_PRIOR_SIGN, FusedBayesBiNN, FusedBiMU
+from bimu.engine.fused_gaussian import FusedMESU
+from bimu.engine.fused_real import FusedOnlineEWC, FusedSGD, FusedSynapticIntelligence
+from bimu.engine.fused_sign import FusedSTE, FusedSynapticMetaplasticity
 
-FUSED_METHODS = {"bimu": FusedBiMU, "bayesbinn": FusedBayesBiNN}
+FUSED_METHODS = {"bimu": FusedBiMU, "bayesbinn": FusedBayesBiNN, "sgd": FusedSGD, "ewc-online": FusedOnlineEWC,
+                 "si": FusedSynapticIntelligence, "mesu": FusedMESU, "ste": FusedSTE,
+                 "synaptic-metaplasticity": FusedSynapticMetaplasticity}
 """Method name -> fused class."""
 
 
 def supports(method_name: str, sizes: Sequence[int], hparams: Mapping[str, Any] | None = None) -> bool:
     """Whether the engine can run ``method_name`` on a network of ``sizes`` with ``hparams``.
 
-    True for ``"bimu"`` and ``"bayesbinn"`` (any depth and width, ``activation`` rbg or sign, the torch
-    methods' hyperparameters and defaults); False for anything it cannot run faithfully (unknown
+    True for every method of :data:`FUSED_METHODS` (any depth and width; for ``"bimu"`` and
+    ``"bayesbinn"`` ``activation`` rbg or sign; the torch methods' hyperparameters and defaults); False for anything it cannot run faithfully (unknown
     method or hyperparameter, invalid values or sizes).
     """
     cls = FUSED_METHODS.get(method_name)
@@ -64,4 +71,6 @@ def create_fused(method_name: str, sizes: Sequence[int], seed: int = 0,
     return FUSED_METHODS[method_name](sizes, seed=seed, threads=threads, dtype=dtype, **hparams)
 
 
-__all__ = ["BAYESBINN_PRIOR_SIGN", "FUSED_METHODS", "FusedBayesBiNN", "FusedBiMU", "create_fused", "supports"]
+__all__ = ["BAYESBINN_PRIOR_SIGN", "FUSED_METHODS", "FusedBayesBiNN", "FusedBiMU", "FusedMESU", "FusedOnlineEWC",
+           "FusedSGD", "FusedSTE", "FusedSynapticIntelligence", "FusedSynapticMetaplasticity", "create_fused",
+           "supports"]

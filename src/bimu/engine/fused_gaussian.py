@@ -1,0 +1,132 @@
+"""MESU in the fused engine (Gaussian mean-field ReLU MLP, bounded-memory Bayesian update).
+
+:class:`FusedMESU` has the ``info``, hyperparameters, presets, initial ``mu`` and ``sigma`` (same seed),
+network, loss, update, counters and memory footprint of :class:`bimu.methods.mesu.MESUMethod`; a chunk
+of online steps runs in one call of :func:`bimu.engine.gaussian.mesu_train`. Its weight noise comes
+from counters (:func:`bimu.engine.gaussian.gaussian_noise`) instead of a ``torch.Generator``: for the
+same seed the two paths start from the same ``(mu, sigma)`` and follow different draws; fed the same
+noise (:meth:`FusedMESU.train_noise`) they compute the same steps.
+
+>>> import numpy as np
+>>> m = FusedMESU([4, 3], seed=0)
+>>> m.learn_many(np.ones((2, 4), np.float32), np.array([0, 2]))
+>>> tuple(m.predict_proba(np.ones((5, 4), np.float32)).shape), m.memory_bytes() == 2 * 4 * (4 * 3 + 3)
+((10, 5, 3), True)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from bimu.engine.dense import ACT_RELU, dense_forward, offsets
+from bimu.engine.fused_common import EngineMethod, from_tensors, layer_pairs, to_tensors, views
+from bimu.engine.gaussian import gaussian_noise, mesu_train
+from bimu.methods.mesu import MESUMethod
+from bimu.nn.gaussian import GaussianMLP
+
+
+class FusedMESU(EngineMethod):
+    """MESU in the fused engine (see the module docstring). ``mu`` and ``sigma`` are flat arrays: the
+    weights of every layer, then the biases of every layer."""
+
+    info = MESUMethod.info
+    hyperparameters = MESUMethod.hyperparameters
+    presets = MESUMethod.presets
+
+    def _build(self, generator: torch.Generator) -> None:
+        hp = self.hparams
+        net = GaussianMLP(self.sizes, mu_init_scale=hp["mu_init_scale"], sigma_init_scale=hp["sigma_init_scale"])
+        net.reset_parameters(generator)
+        self.K = int(hp["n_samples"])
+        self._sizes = np.asarray(self.sizes, dtype=np.int64)
+        self.woff, self.boff = offsets(self.sizes)
+        self.P = int(self.woff[-1] + self.boff[-1])
+        layers = net.layers
+        self._shapes = [tuple(m.mu_weight.shape) for m in layers] + [tuple(m.mu_bias.shape) for m in layers]
+        self.mu = np.concatenate([m.mu_weight.detach().numpy().reshape(-1) for m in layers]
+                                 + [m.mu_bias.detach().numpy() for m in layers]).astype(self.dtype)
+        self.sigma = np.concatenate([m.sigma_weight.detach().numpy().reshape(-1) for m in layers]
+                                    + [m.sigma_bias.detach().numpy() for m in layers]).astype(self.dtype)
+        self._hp = np.array([hp["lr_mu"], hp["lr_sigma"], hp["sigma_prior"], hp["mu_prior"], hp["memory_window"],
+                             hp["clamp_grad"]], dtype=np.float64)
+        self.train_step = 0
+        self._scratch_batch = 0
+        self._units = np.zeros(int(self.boff[-1]), dtype=self.dtype)
+        self._ones = np.ones(int(self.boff[-1]), dtype=self.dtype)
+
+    def _scratch(self, batch: int) -> tuple:
+        if self._scratch_batch != batch:
+            n = self.K * batch * int(self.boff[-1])
+            width = max(self.sizes)
+            self._scratch_arrays = (np.zeros(self.K * self.P, self.dtype), np.zeros(n, self.dtype),
+                                    np.zeros(n, self.dtype), *(np.zeros(width, self.dtype) for _ in range(3)),
+                                    np.zeros(self.sizes[-1], self.dtype))
+            self._scratch_batch = batch
+        return self._scratch_arrays
+
+    def _run(self, xn, yn, n_steps, batch) -> None:
+        mesu_train(xn, yn, n_steps, batch, self.K, self.mu, self.sigma, self._sizes, self.woff, self.boff, self._hp,
+                   self.train_key, np.uint64(self.train_step), *self._scratch(batch))
+        self.train_step += n_steps
+
+    def _noise(self, key, draw: int, K: int) -> np.ndarray:
+        E = np.empty(K * self.P, dtype=self.dtype)
+        gaussian_noise(E, key, np.uint64(draw), K, self._sizes, self.woff, self.boff)
+        return E.reshape(K, self.P)
+
+    def train_noise(self, step: int | None = None) -> list[np.ndarray]:
+        """The standard normals of training ``step`` (default: the next one), one ``[K, *shape]`` array per
+        torch parameter pair (:meth:`bimu.nn.gaussian.GaussianMLP.pairs` order: weight, bias of each
+        layer): ``w_k = mu + sigma * eps_k`` replays the step on the torch network."""
+        return self._noise_pairs(self.train_key, self.train_step if step is None else int(step), self.K)
+
+    def eval_noise(self, n_samples: int, draw: int | None = None) -> list[np.ndarray]:
+        """The normals the next prediction without a generator (or evaluation ``draw``) will use with
+        ``n_samples`` samples, laid out as :meth:`train_noise`."""
+        return self._noise_pairs(self.eval_key, self.eval_counter if draw is None else int(draw), int(n_samples))
+
+    def _noise_pairs(self, key, draw: int, K: int) -> list[np.ndarray]:
+        E = self._noise(key, draw, K)
+        L = len(self.sizes) - 1
+        ends = np.cumsum([int(np.prod(shape)) for shape in self._shapes])
+        v = [E[:, b - int(np.prod(shape)):b].reshape(K, *shape) for b, shape in zip(ends, self._shapes)]
+        return layer_pairs(v[:L], v[L:])
+
+    def parameters_np(self) -> list[np.ndarray]:
+        """Views of ``mu`` and ``sigma`` in the torch network's ``parameters()`` order (``mu_weight,
+        sigma_weight, mu_bias, sigma_bias`` of each layer); writing into them changes the model."""
+        L = len(self.sizes) - 1
+        mu, sg = views(self.mu, self._shapes), views(self.sigma, self._shapes)
+        return [v for l in range(L) for v in (mu[l], sg[l], mu[L + l], sg[L + l])]
+
+    def _logits_np(self, xn, n_samples, key, draw) -> np.ndarray:
+        E = self._noise(key, draw, n_samples)
+        Wt = self.mu + self.sigma * E  # [S, P]: weights, then biases, of each sample
+        Pw = int(self.woff[-1])
+        W = np.ascontiguousarray(Wt[:, :Pw]).reshape(-1)
+        Bv = np.ascontiguousarray(Wt[:, Pw:]).reshape(-1)
+        out = np.empty((n_samples, xn.shape[0], self.sizes[-1]), dtype=self.dtype)
+        dense_forward(xn, W, Bv, self._units, self._ones, self._ones, self._units, self._sizes, self.woff, self.boff,
+                      n_samples, ACT_RELU, False, True, self.threads, out)
+        return out
+
+    # ----------------------------------------------------------------- state
+    def modules_state(self) -> dict[str, Any]:
+        """Copies of ``mu`` and ``sigma`` (per torch tensor), the training step and evaluation counters."""
+        return {"mu": to_tensors(self.mu, self._shapes), "sigma": to_tensors(self.sigma, self._shapes),
+                "train_step": self.train_step, **self._counters_state()}
+
+    def load_modules_state(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`modules_state` returned."""
+        self.mu[:] = from_tensors(state["mu"], self._shapes, self.dtype, "mu")
+        self.sigma[:] = from_tensors(state["sigma"], self._shapes, self.dtype, "sigma")
+        self.train_step = int(state["train_step"])
+        self._load_counters(state)
+
+    def memory_bytes(self) -> int:
+        """``mu`` and ``sigma`` of every weight and bias."""
+        return int(self.mu.nbytes + self.sigma.nbytes)

@@ -1,0 +1,181 @@
+"""SGD, Online EWC and Synaptic Intelligence in the fused engine (the real-valued ReLU MLP).
+
+Each class has the ``info``, hyperparameters, presets, initial weights (same seed), update rule,
+task-end hook, counters and memory footprint of its torch method (:mod:`bimu.methods.sgd`,
+:mod:`bimu.methods.ewc_online`, :mod:`bimu.methods.si`); a whole chunk of online steps runs in one
+call of :func:`bimu.engine.real.real_train`. The methods are deterministic, so the two paths compute
+the same steps (to float32 rounding: the order of a few sums differs).
+
+>>> import numpy as np
+>>> m = FusedSGD([4, 8, 3], seed=0)
+>>> m.learn_many(np.ones((5, 4), np.float32), np.array([0, 1, 2, 0, 1]))
+>>> m.examples_seen, tuple(m.predict_proba(np.ones((2, 4), np.float32)).shape)
+(5, (1, 2, 3))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from bimu.engine.dense import ACT_RELU, dense_forward, offsets
+from bimu.engine.fused_common import EngineMethod, from_tensors, layer_pairs, to_tensors, views
+from bimu.engine.real import KIND_EWC, KIND_SGD, KIND_SI, real_train
+from bimu.methods.ewc_online import OnlineEWCMethod
+from bimu.methods.sgd import SGDMethod
+from bimu.methods.si import SynapticIntelligenceMethod
+from bimu.nn.real_mlp import RealMLP
+
+
+class FusedSGD(EngineMethod):
+    """SGD on the ReLU MLP in the fused engine (see the module docstring); base of EWC and SI."""
+
+    info = SGDMethod.info
+    hyperparameters = SGDMethod.hyperparameters
+    presets = SGDMethod.presets
+    _kind = KIND_SGD
+    _traces: tuple[str, ...] = ()
+    """Names of the parameter-sized arrays the method keeps besides ``theta`` (all start at 0)."""
+
+    def _build(self, generator: torch.Generator) -> None:
+        net = RealMLP(self.sizes)
+        net.reset_parameters(generator)
+        self._sizes = np.asarray(self.sizes, dtype=np.int64)
+        self.woff, self.boff = offsets(self.sizes)
+        self._shapes = [tuple(layer.weight.shape) for layer in net.layers] + [tuple(layer.bias.shape)
+                                                                               for layer in net.layers]
+        self.theta = np.concatenate([layer.weight.detach().numpy().reshape(-1) for layer in net.layers]
+                                    + [layer.bias.detach().numpy() for layer in net.layers]).astype(self.dtype)
+        empty = np.zeros(0, dtype=self.dtype)
+        self.pen = self.anchor = self.acc = self.path = empty
+        for name in self._traces:
+            setattr(self, name, np.zeros_like(self.theta))
+        if "anchor" in self._traces:
+            self.anchor = self.theta.copy()
+        self._units = np.zeros(int(self.boff[-1]), dtype=self.dtype)
+        self._ones = np.ones(int(self.boff[-1]), dtype=self.dtype)
+        self._hp = np.array([self.hparams["lr"], self._coefficient()], dtype=self.dtype)
+        self._scratch_batch = 0
+        self.tasks_seen = 0
+
+    def _coefficient(self) -> float:
+        return 0.0
+
+    def _scratch(self, batch: int) -> tuple:
+        if self._scratch_batch != batch:
+            n = batch * int(self.boff[-1])
+            width = max(self.sizes)
+            self._scratch_arrays = (np.zeros(n, self.dtype), np.zeros(n, self.dtype), np.zeros(n, self.dtype),
+                                    np.zeros(width, self.dtype), np.zeros(width, self.dtype),
+                                    np.zeros(self.sizes[-1], self.dtype))
+            self._scratch_batch = batch
+        return self._scratch_arrays
+
+    def _run(self, xn, yn, n_steps, batch) -> None:
+        real_train(xn, yn, n_steps, batch, self.theta, self.pen, self.anchor, self.acc, self.path, self._sizes,
+                   self.woff, self.boff, self._kind, self._hp, *self._scratch(batch))
+
+    def _logits_np(self, xn, n_samples, key, draw) -> np.ndarray:
+        out = np.empty((1, xn.shape[0], self.sizes[-1]), dtype=self.dtype)
+        Pw = int(self.woff[-1])
+        dense_forward(xn, self.theta, self.theta[Pw:], self._units, self._ones, self._ones, self._units,
+                      self._sizes, self.woff, self.boff, 1, ACT_RELU, False, True, self.threads, out)
+        return out
+
+    # ----------------------------------------------------------------- views and state
+    def parameters_np(self) -> list[np.ndarray]:
+        """Views of the parameters in the torch method's ``model.parameters()`` order (weight, bias of
+        each layer); writing into them changes the model."""
+        L = len(self.sizes) - 1
+        v = views(self.theta, self._shapes)
+        return layer_pairs(v[:L], v[L:])
+
+    def modules_state(self) -> dict[str, Any]:
+        """Copies of the parameters and of the method's traces, the counters, the dtype."""
+        state = {"theta": to_tensors(self.theta, self._shapes), "tasks_seen": self.tasks_seen,
+                 **self._counters_state()}
+        for name in self._traces:
+            state[name] = to_tensors(getattr(self, name), self._shapes)
+        return state
+
+    def load_modules_state(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`modules_state` returned."""
+        self.theta[:] = from_tensors(state["theta"], self._shapes, self.dtype, "theta")
+        for name in self._traces:
+            getattr(self, name)[:] = from_tensors(state[name], self._shapes, self.dtype, name)
+        self.tasks_seen = int(state["tasks_seen"])
+        self._load_counters(state)
+
+    def memory_bytes(self) -> int:
+        """Parameters and the method's parameter-sized traces (as the torch method counts them)."""
+        return int(self.theta.nbytes * (1 + len(self._traces)))
+
+
+class FusedOnlineEWC(FusedSGD):
+    """Online EWC in the fused engine: ``pen`` is the Fisher, ``acc`` the running sum of squared
+    per-example gradients, ``anchor`` the parameters at the last task end."""
+
+    info = OnlineEWCMethod.info
+    hyperparameters = OnlineEWCMethod.hyperparameters
+    presets = OnlineEWCMethod.presets
+    _kind = KIND_EWC
+    _traces = ("pen", "anchor", "acc")
+
+    def _build(self, generator):
+        super()._build(generator)
+        self.n_accumulated = 0
+
+    def _coefficient(self):
+        return self.hparams["importance"]
+
+    def _run(self, xn, yn, n_steps, batch):
+        super()._run(xn, yn, n_steps, batch)
+        self.n_accumulated += n_steps * batch
+
+    def task_end(self) -> None:
+        """``F <- gamma F + mean of the task's squared gradients``; ``theta* <- theta``."""
+        scale = 1.0 / self.n_accumulated if self.n_accumulated else 0.0
+        self.pen *= self.dtype.type(self.hparams["downweighting"])
+        self.pen += self.acc * self.dtype.type(scale)
+        self.acc[:] = 0
+        self.anchor[:] = self.theta
+        self.n_accumulated = 0
+        self.tasks_seen += 1
+
+    def modules_state(self):
+        """As :meth:`FusedSGD.modules_state`, plus the number of accumulated examples."""
+        return {**super().modules_state(), "n_accumulated": self.n_accumulated}
+
+    def load_modules_state(self, state):
+        """Restore what :meth:`modules_state` returned."""
+        super().load_modules_state(state)
+        self.n_accumulated = int(state["n_accumulated"])
+
+
+class FusedSynapticIntelligence(FusedSGD):
+    """Synaptic Intelligence in the fused engine: ``pen`` is Omega, ``path`` the running path integral,
+    ``anchor`` the parameters at the last task end."""
+
+    info = SynapticIntelligenceMethod.info
+    hyperparameters = SynapticIntelligenceMethod.hyperparameters
+    presets = SynapticIntelligenceMethod.presets
+    _kind = KIND_SI
+    _traces = ("pen", "anchor", "path")
+
+    def _coefficient(self):
+        return 2.0 * self.hparams["coefficient"]
+
+    def task_end(self) -> None:
+        """``Omega += path / ((theta - theta*)^2 + xi)`` (clipped at 0 with ``omega_relu``), then
+        ``path <- 0`` and ``theta* <- theta``."""
+        d = self.theta - self.anchor
+        increment = self.path / (d * d + self.dtype.type(self.hparams["damping"]))
+        if self.hparams["omega_relu"]:
+            np.maximum(increment, 0, out=increment)
+        self.pen += increment
+        self.path[:] = 0
+        self.anchor[:] = self.theta
+        self.tasks_seen += 1

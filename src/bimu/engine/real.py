@@ -1,0 +1,162 @@
+"""Compiled online loop of the real-valued ReLU MLP: SGD, Online EWC and Synaptic Intelligence (numba).
+
+The network of :class:`bimu.nn.real_mlp.RealMLP` (biased linear layers, ReLU between them, raw
+logits), cross-entropy averaged over the batch, and the update of :class:`bimu.methods.sgd.SGDMethod`
+and its two penalised variants::
+
+    theta <- theta + delta,  delta = -lr * (g + r)
+    SGD: r = 0 ;  EWC: r = importance * F * (theta - theta*) ;  SI: r = 2 c Omega * (theta - theta*)
+
+with ``g`` the data gradient; Online EWC also adds every example's squared gradient to the running
+Fisher sum (``acc``), SI integrates ``path -= g * delta`` (:mod:`bimu.regularizers.ewc`,
+:mod:`bimu.regularizers.si`). The task-end folds are a few numpy lines in
+:mod:`bimu.engine.fused_real`.
+
+Parameter layout (flat ``theta``, and ``F`` / ``anchor`` / ``acc`` / ``path`` alike): the weights of
+every layer (:func:`bimu.engine.dense.offsets` ``woff``) followed by the biases of every layer
+(``woff[-1] + boff``). The step loop allocates nothing and calls no Python.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from bimu.engine.dense import ce_delta
+from bimu.engine.fastpath import dot
+from bimu.engine.kernels import as_like
+
+_OPTS = dict(cache=True, error_model="numpy", nogil=True, boundscheck=False)
+
+KIND_SGD = 0
+"""Plain SGD (no penalty)."""
+KIND_EWC = 1
+"""Online EWC: penalty ``importance * F (theta - theta*)``, squared gradients accumulated."""
+KIND_SI = 2
+"""Synaptic Intelligence: penalty ``2 c Omega (theta - theta*)``, path integral accumulated."""
+
+
+@njit(**_OPTS)
+def _update_row(th, g, pen, anc, acc, path, n, kind, square, nlr, coef):
+    """``th += delta`` over one row (``g`` its data gradient), with the method's penalty and trace
+    (EWC adds ``g^2`` to ``acc`` when ``square``; batches add their per-example squares themselves)."""
+    if kind == KIND_SGD:
+        for i in range(n):
+            th[i] = th[i] + nlr * g[i]
+    elif kind == KIND_EWC and square:
+        for i in range(n):
+            acc[i] += g[i] * g[i]
+            th[i] = th[i] + nlr * (g[i] + coef * pen[i] * (th[i] - anc[i]))
+    elif kind == KIND_EWC:
+        for i in range(n):
+            th[i] = th[i] + nlr * (g[i] + coef * pen[i] * (th[i] - anc[i]))
+    else:
+        for i in range(n):
+            d = nlr * (g[i] + coef * pen[i] * (th[i] - anc[i]))
+            th[i] = th[i] + d
+            path[i] = path[i] - g[i] * d
+
+
+@njit(**_OPTS)
+def real_train(X, Y, n_steps, B, theta, pen, anchor, acc, path, sizes, woff, boff, kind, hp, Z, A, D, grow, sq, p):
+    """``n_steps`` online steps of ``B`` examples each (rows of ``X``, labels ``Y``, in order).
+
+    ``hp = [lr, coef]`` (``coef``: EWC importance or SI ``2 c``); ``pen`` is EWC's Fisher or SI's Omega.
+    Scratch: ``Z``, ``A``, ``D`` (``B * boff[-1]`` values: pre-activations, activations, per-example
+    deltas), ``grow``, ``sq`` (widest layer input) and ``p`` (classes).
+    """
+    L = sizes.shape[0] - 1
+    Pw = woff[L]
+    Pu = boff[L]
+    C = sizes[L]
+    nlr = -hp[0]
+    coef = hp[1]
+    one = theta[0]
+    inv_b = as_like(1.0, one) / as_like(B, one)
+    for s in range(n_steps):
+        r0 = s * B
+        # ---- forward, every example (a layer's pre-activations at Z[b * Pu + boff[l]:...])
+        for b in range(B):
+            for l in range(L):
+                n_in = sizes[l]
+                n_out = sizes[l + 1]
+                inp = X[r0 + b] if l == 0 else A[b * Pu + boff[l - 1]:b * Pu + boff[l - 1] + n_in]
+                zb = b * Pu + boff[l]
+                for o in range(n_out):
+                    w0 = woff[l] + o * n_in
+                    z = dot(theta[w0:w0 + n_in], inp) + theta[Pw + boff[l] + o]
+                    Z[zb + o] = z
+                    A[zb + o] = max(z, as_like(0.0, z))
+            # ---- per-example cross-entropy delta at the logits (not divided by B)
+            zb = b * Pu + boff[L - 1]
+            ce_delta(Z[zb:zb + C], Y[r0 + b], p)
+            for c in range(C):
+                D[zb + c] = p[c]
+        # ---- backward through the old weights: D_{l-1} = (W_l^T D_l) * 1[z_{l-1} > 0]
+        for l in range(L - 1, 0, -1):
+            n_in = sizes[l]
+            n_out = sizes[l + 1]
+            for b in range(B):
+                db = b * Pu + boff[l - 1]
+                dp = D[db:db + n_in]
+                for i in range(n_in):
+                    dp[i] = 0.0
+                for o in range(n_out):
+                    d = D[b * Pu + boff[l] + o]
+                    w0 = woff[l] + o * n_in
+                    wr = theta[w0:w0 + n_in]
+                    for i in range(n_in):
+                        dp[i] += wr[i] * d
+                zp = Z[db:db + n_in]
+                for i in range(n_in):
+                    if zp[i] <= 0:
+                        dp[i] = 0.0
+        # ---- update, row by row: g = mean_b D[b, o] * input[b]
+        for l in range(L):
+            n_in = sizes[l]
+            n_out = sizes[l + 1]
+            for o in range(n_out):
+                w0 = woff[l] + o * n_in
+                if B == 1:
+                    d = D[boff[l] + o]
+                    if kind == KIND_SGD and d == 0:
+                        continue  # theta + (-lr) * 0 is theta
+                    inp = X[r0] if l == 0 else A[boff[l - 1]:boff[l - 1] + n_in]
+                    g = grow[:n_in]
+                    for i in range(n_in):
+                        g[i] = d * inp[i]
+                else:
+                    g = grow[:n_in]
+                    for i in range(n_in):
+                        g[i] = 0.0
+                    if kind == KIND_EWC:
+                        for i in range(n_in):
+                            sq[i] = 0.0
+                    for b in range(B):
+                        d = D[b * Pu + boff[l] + o]
+                        inp = X[r0 + b] if l == 0 else A[b * Pu + boff[l - 1]:b * Pu + boff[l - 1] + n_in]
+                        for i in range(n_in):
+                            g[i] += d * inp[i]
+                        if kind == KIND_EWC:
+                            for i in range(n_in):
+                                sq[i] += (d * inp[i]) * (d * inp[i])
+                    for i in range(n_in):
+                        g[i] = g[i] * inv_b
+                    if kind == KIND_EWC:  # the per-example squared gradients
+                        for i in range(n_in):
+                            acc[w0 + i] += sq[i]
+                _update_row(theta[w0:w0 + n_in], g, pen[w0:w0 + n_in], anchor[w0:w0 + n_in], acc[w0:w0 + n_in],
+                            path[w0:w0 + n_in], n_in, kind, B == 1, nlr, coef)
+            # biases of the layer: g = mean_b D[b, o]
+            g = grow[:n_out]
+            for o in range(n_out):
+                g[o] = 0.0
+                for b in range(B):
+                    g[o] += D[b * Pu + boff[l] + o]
+                g[o] = g[o] * inv_b
+                if kind == KIND_EWC and B > 1:
+                    for b in range(B):
+                        acc[Pw + boff[l] + o] += D[b * Pu + boff[l] + o] * D[b * Pu + boff[l] + o]
+            e0 = Pw + boff[l]
+            _update_row(theta[e0:e0 + n_out], g, pen[e0:e0 + n_out], anchor[e0:e0 + n_out], acc[e0:e0 + n_out],
+                        path[e0:e0 + n_out], n_out, kind, B == 1, nlr, coef)
