@@ -65,7 +65,7 @@ def test_batch_step_and_temperature_match_torch():
     for j in range(10):
         m.learn(torch.from_numpy(X[4 * j:4 * j + 4]), torch.from_numpy(Y[4 * j:4 * j + 4]))
     assert _rel(m.layer_lambdas(), ref) < 1e-4
-    assert m.examples_seen == 10 and m.updates_applied == 10
+    assert m.examples_seen == 40 and m.updates_applied == 10  # 10 steps of batches of 4, as torch counts
 
 
 def test_initial_lambda_equals_torch_method():
@@ -251,3 +251,11 @@ def test_public_objects_have_docstrings():
                             missing.append(f"{mod.__name__}.{name}.{mname}")
     assert not missing, missing
     assert FusedBiMU.info == BiMUMethod.info
+
+
+def test_batch_learn_counts_examples_like_the_torch_method():
+    X, Y = _data(6)
+    m = create_fused("bimu", SIZES, 0, HP)
+    m.learn(torch.from_numpy(X[:3]), torch.from_numpy(Y[:3]))
+    m.learn(torch.from_numpy(X[3:4]), torch.from_numpy(Y[3:4]))
+    assert (m.examples_seen, m.updates_applied, m.train_step) == (4, 2, 2)

@@ -186,7 +186,7 @@ class _FusedBase(OnlineMethod):
         if xn.shape[0] == 0:
             raise ValueError("cannot learn from an empty batch")
         self._run(xn, yn, 1, xn.shape[0])
-        self.examples_seen += 1
+        self.examples_seen += int(xn.shape[0])  # as the torch method: examples, not steps
         self.updates_applied += 1
 
     def learn_many(self, X, Y) -> None:
