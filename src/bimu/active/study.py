@@ -80,7 +80,8 @@ def plan(name: str, seeds=(0, 1, 2)) -> list[dict]:
     ``objects-tune`` (validation split: 100% baseline per :data:`TUNE_TRIALS` entry),
     ``objects-tuned:<json overrides>`` (test runs with chosen overrides, 2 seeds),
     ``objects-repeat<R>`` (every task streamed R times, 1,024 features), ``objects-std`` (streaming
-    standardisation, 8,192 features, 2 seeds), ``animals`` and ``animals-extra`` (animals-ti acceptance).
+    standardisation, 8,192 features, 2 seeds), ``animals`` and ``animals-extra`` (animals-ti acceptance),
+    ``animals-std`` (animals-ti with streaming standardisation).
     """
     s = list(seeds)
     if name == "objects-main":
@@ -109,6 +110,9 @@ def plan(name: str, seeds=(0, 1, 2)) -> list[dict]:
     if name == "animals":
         return _grid("animals-ti", 1024, s, preset="animals", hp={"likelihood_multiplier": 50},
                      vr=(0.3, 0.4, 0.5), rnd=(0.2, 0.3))
+    if name == "animals-std":  # streaming standardisation (removed the VR collapse on objects-ti)
+        return _grid("animals-ti", 1024, s, preset="animals", hp={"likelihood_multiplier": 50}, standardize=True,
+                     vr=(0.3, 0.4, 0.5, 0.6, 0.7), rnd=(0.2,))
     if name == "objects-vr01":  # tau = 0.1: query on any dissenting vote (the highest VR rate)
         return _grid("objects-ti", 1024, s, vr=(0.1,), baseline=False)  # time: 1,024 features only
     if name == "animals-extra":  # finer control near 20% of labels: K = 25 vote levels, entropy
