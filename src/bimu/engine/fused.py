@@ -25,12 +25,24 @@ import torch
 
 from bimu.engine import fastpath, kernels
 from bimu.engine.rng import EVAL_STREAM, TRAIN_STREAM, derive_key, relaxed_uniforms, uniforms_from_counters
-from bimu.methods.base import SCORE_NAMES, Hyperparameter, MethodInfo, OnlineMethod, positive
+from bimu.methods.base import SCORE_NAMES, Hyperparameter, MethodInfo, OnlineMethod, check_labels, positive
 from bimu.methods.bayesbinn import BayesBiNNMethod
 from bimu.methods.bimu import BiMUMethod
 from bimu.nn.mlp import ACTIVATIONS, LAYER_NORM_EPS
 
 DTYPES = {"float32": np.float32, "float64": np.float64}
+"""Working precisions of the engine's arrays."""
+
+
+def check_threads(threads: int | None) -> int:
+    """``threads`` (default: numba's pool size), checked to lie in ``[1, pool size]``."""
+    pool = int(numba.config.NUMBA_NUM_THREADS)
+    if threads is None:
+        return pool
+    threads = int(threads)
+    if not 1 <= threads <= pool:
+        raise ValueError(f"threads must lie in [1, {pool}], got {threads}")
+    return threads
 
 BAYESBINN_PRIOR_SIGN = 1.0
 """Sign ``s`` in the BayesBiNN update ``lambda -= lr * g_mu + s * lr * prior_strength * (lambda - prior)``.
@@ -50,19 +62,10 @@ class _FusedBase(OnlineMethod):
         if dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
         self.dtype = np.dtype(DTYPES[dtype])
-        self.threads = self._check_threads(threads)
+        self.threads = check_threads(threads)
         super().__init__(sizes, seed=seed, **hparams)
 
     # ----------------------------------------------------------------- setup
-    @staticmethod
-    def _check_threads(threads):
-        if threads is None:
-            return int(numba.config.NUMBA_NUM_THREADS)
-        threads = int(threads)
-        if not 1 <= threads <= numba.config.NUMBA_NUM_THREADS:
-            raise ValueError(f"threads must lie in [1, {numba.config.NUMBA_NUM_THREADS}], got {threads}")
-        return threads
-
     def _initial_lambdas(self, generator: torch.Generator) -> list[np.ndarray]:
         raise NotImplementedError
 
@@ -140,15 +143,11 @@ class _FusedBase(OnlineMethod):
         tensors (torch's ``isfinite(x).all()`` took ~80 ms on a 10,000 x 784 batch on a busy machine)."""
         if not (x.dim() == 2 and x.shape[1] == self.sizes[0] and x.device.type == "cpu"
                 and x.dtype in (torch.float32, torch.float64)):
-            return super().check_batch(x, y)
+            return OnlineMethod.check_batch(self, x, y)  # explicit: EngineMethod shares this method
         if not np.isfinite(x.detach().numpy()).all():
             raise ValueError("inputs contain NaN or infinite values")
         if y is not None:
-            if y.dim() != 1 or y.shape[0] != x.shape[0]:
-                raise ValueError(f"labels must be [batch={x.shape[0]}], got {tuple(y.shape)}")
-            if y.numel() and (int(y.min()) < 0 or int(y.max()) >= self.n_classes):
-                raise ValueError(f"labels must lie in [0, {self.n_classes - 1}], got range "
-                                 f"[{int(y.min())}, {int(y.max())}]")
+            check_labels(y, x.shape[0], self.n_classes)
         return None
 
     def _as_inputs(self, x, y=None):

@@ -104,6 +104,14 @@ class MethodInfo:
     bayesian: bool
 
 
+def check_labels(y: torch.Tensor, batch: int, n_classes: int) -> None:
+    """ValueError unless ``y`` is ``[batch]`` with values in ``[0, n_classes)``, naming what is wrong."""
+    if y.dim() != 1 or y.shape[0] != batch:
+        raise ValueError(f"labels must be [batch={batch}], got {tuple(y.shape)}")
+    if y.numel() and (int(y.min()) < 0 or int(y.max()) >= n_classes):
+        raise ValueError(f"labels must lie in [0, {n_classes - 1}], got range [{int(y.min())}, {int(y.max())}]")
+
+
 class OnlineMethod(abc.ABC):
     """Base class of every registered method (see the module docstring for the contract).
 
@@ -196,11 +204,7 @@ class OnlineMethod(abc.ABC):
         if not torch.isfinite(x).all():
             raise ValueError("inputs contain NaN or infinite values")
         if y is not None:
-            if y.dim() != 1 or y.shape[0] != x.shape[0]:
-                raise ValueError(f"labels must be [batch={x.shape[0]}], got {tuple(y.shape)}")
-            if y.numel() and (int(y.min()) < 0 or int(y.max()) >= self.n_classes):
-                raise ValueError(f"labels must lie in [0, {self.n_classes - 1}], got range "
-                                 f"[{int(y.min())}, {int(y.max())}]")
+            check_labels(y, x.shape[0], self.n_classes)
 
     def observe_unlabelled(self, n: int = 1) -> None:
         """Count ``n`` examples that were seen but not queried (no backward pass, no write)."""
