@@ -33,7 +33,10 @@ def test_row_pass_matches_row_step(kind, K, update):
     bt_a = np.exp(-2 * np.abs(lam)).astype(np.float32)
     z_a = np.zeros(K * n0, np.float32)
     _rows(lam_a, prior, W_a, np.zeros_like(lam), 0, n0, 0, 0, D, D * n0, K, DZ, 0, n0, x, 0, 0, False, update,
-          kind, hp, key, step, bt_a, np.zeros(K + 3 * D, np.float32), z_a, xn, True)
+          kind, hp, key, step, bt_a, np.zeros(K + 3 * D, np.float32))
+    for k in range(K):  # the next pre-activations, from the general kernel's samples
+        for o in range(n0):
+            z_a[k * n0 + o] = W_a[k * D * n0 + o * D:k * D * n0 + (o + 1) * D].astype(np.float64) @ xn
     lam_b, W_b = lam.copy(), W.copy()
     bt_b = np.exp(-2 * np.abs(lam)).astype(np.float32)
     z_b = np.zeros(K * n0, np.float32)

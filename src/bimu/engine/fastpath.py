@@ -63,7 +63,7 @@ ROWS_PER_TASK = 10
 
 @njit(fastmath={"contract"}, **_OPTS)
 def row_step(lam, prior, W, G, e0, wb, kstride, n, K, c, inp, ioff, istride, have_g, update, sample, kind, hp,
-             key, step, bt, zout, zoff, znext, xnext, do_next):
+             key, step, bt):
     """All the per-step work on one weight row ``lam[e0:e0+n]`` (samples at ``W[wb + k*kstride + i]``).
 
     1. unless ``have_g``: ``G[e0+i] = sum_k (c[k] * inp[ioff + k*istride + i]) * (1 - w_k^2)``
@@ -73,7 +73,6 @@ def row_step(lam, prior, W, G, e0, wb, kstride, n, K, c, inp, ioff, istride, hav
        must hold ``exp(-2 |lam|)`` for the whole row on entry: one exp per parameter and step);
     3. if ``sample``: the K relaxed samples (T = 1) of training step ``step`` (uniforms of
        :func:`bimu.engine.rng.relaxed_uniforms`);
-    4. if ``do_next``: ``zout[zoff + k*znext] = dot(W_k row, xnext)`` for each k.
 
     ``c`` holds the K output gradients followed by scratch for ``3 n`` values.
     Compiled with FMA contraction (``fastmath={"contract"}``: fewer instructions, not less accurate);
@@ -150,22 +149,18 @@ def row_step(lam, prior, W, G, e0, wb, kstride, n, K, c, inp, ioff, istride, hav
             u = _u32(_h32(rlo, rhi, np.uint32(i * K + k)), one)
             p = pp[i]
             w_[i] = (u * ob[i] - p) / (p + u * qq[i])
-    if do_next:
-        x_ = xnext[:n]
-        for k in range(K):
-            zout[zoff + k * znext] = dot(W[wb + k * kstride:wb + k * kstride + n], x_)
 
 
 @njit(**_OPTS)
 def _rows(lam, prior, W, G, r0, r1, e_base, wbase, n_in, kstride, K, C0, coff, n_out, inp, ioff, istride, have_g,
-          update, kind, hp, key, step, bt, c, zout, xnext, do_next):
+          update, kind, hp, key, step, bt, c):
     """:func:`row_step` on rows ``r0 .. r1-1`` of one layer (``C0[coff + k * n_out + o]`` the output
     gradients; ``bt`` as in :func:`row_step`, ``c`` scratch of ``K + 3 n_in`` values)."""
     for o in range(r0, r1):
         for k in range(K):
             c[k] = C0[coff + k * n_out + o]
         row_step(lam, prior, W, G, e_base + o * n_in, wbase + o * n_in, kstride, n_in, K, c, inp, ioff, istride,
-                 have_g, update, True, kind, hp, key, step, bt, zout, o, n_out, xnext, do_next)
+                 have_g, update, True, kind, hp, key, step, bt)
 
 
 def train_steps_b1_kernel(K: int):
@@ -294,7 +289,7 @@ def _train_steps_b1_template(X, Y, n_steps, lam, prior, W, sizes, poff, cfg, hp,
                 for k in range(K):
                     cvec[k] = DZ[hoff[l] + k * n_out + o]
                 row_step(lam, prior, W, G, e0, K * poff[l] + o * n_in, kstride, n_in, K, cvec, A, hoff[l - 1], n_in,
-                         False, False, False, kind, hp, key, 0, BT, Z0, 0, 0, x, False)
+                         False, False, False, kind, hp, key, 0, BT)
                 if not nonzero:
                     for i in range(n_in):
                         if G[e0 + i] != 0:
@@ -311,7 +306,7 @@ def _train_steps_b1_template(X, Y, n_steps, lam, prior, W, sizes, poff, cfg, hp,
                     for k in range(K):
                         cvec[k] = DZ[k * n0 + o]
                     row_step(lam, prior, W, G, o * D, o * D, k0stride, D, K, cvec, x, 0, 0, False, False, False,
-                             kind, hp, key, 0, BT, Z0, 0, 0, x, False)
+                             kind, hp, key, 0, BT)
                     for i in range(D):
                         if G[o * D + i] != 0:
                             nonzero = True
@@ -324,7 +319,7 @@ def _train_steps_b1_template(X, Y, n_steps, lam, prior, W, sizes, poff, cfg, hp,
             n_in = sizes[l]
             n_out = sizes[l + 1]
             _rows(lam, prior, W, G, 0, n_out, poff[l], K * poff[l], n_in, n_in * n_out, K, DZ, hoff[l], n_out,
-                  A, 0, 0, True, nonzero, kind, hp, key, cbase, BT, CV[0], Z0, x, False)
+                  A, 0, 0, True, nonzero, kind, hp, key, cbase, BT, CV[0])
         xn = X[j + 1] if have_next else x
         if threads > 1:
             for blk in prange(nblk):
