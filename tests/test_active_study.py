@@ -3,6 +3,7 @@
 import json
 
 import numpy as np
+import pytest
 import torch
 
 from bimu.active import study
@@ -52,6 +53,18 @@ def test_repeated_stream_and_resumable_queue(tmp_path, monkeypatch):
 
 def test_plans_are_well_formed():
     for name in ("objects-main", "objects-1024", "objects-k25-1024", "objects-budget", "objects-tune",
-                 "objects-repeat6", "objects-std", "animals", 'objects-tuned:{"lr": 3}'):
+                 "objects-repeat6", "objects-std", "animals", 'objects-tuned:{"lr": 3}', "animals-std",
+                 "animals-extra", "animals-tune", "animals-tuned:{}", "animals-8192-std", "animals-repeat4"):
         jobs = study.plan(name)
         assert jobs and len({study.job_key(j) for j in jobs}) == len(jobs)
+
+
+def test_animals_plans_select_what_they_name():
+    tune = study.plan("animals-tune")
+    assert {j["split"] for j in tune} == {"validation"} and all(j["standardize"] for j in tune)
+    assert len(tune) == 2 * 3 * len(study.ANIMALS_TUNE_TRIALS)  # 2 seeds x (100%, VR 0.5, VR 0.6) x trials
+    rep = study.plan("animals-repeat4", seeds=(0,))
+    assert {j["repeat"] for j in rep} == {4} and "|repeat=4" in study.job_key(rep[0])
+    assert {j["nf"] for j in study.plan("animals-8192-std")} == {8192}
+    with pytest.raises(ValueError, match="unknown plan"):
+        study.plan("animals-nope")

@@ -8,6 +8,7 @@ import torch
 from PIL import Image
 
 from bimu.data import feature_benchmarks as fb
+from bimu.data.animals import find_root as find_animals_root
 from bimu.data.features import Backbone, load_image
 from bimu.data.imbalance import split_accuracy
 from bimu.data.nuisance import FACTORS, TASK_FACTORS, TaskNuisance, apply_nuisance, nuisance_rng
@@ -138,11 +139,16 @@ def test_kaggle_animals_missing_class_is_a_clear_error(data_dir, tmp_path):
         fb.animals(data_dir, backbone=FakeBackbone(), cache_dir=tmp_path, test_per_class=3)
 
 
-def test_missing_folders_and_corrupt_images(tmp_path):
+def test_missing_folders_and_corrupt_images(tmp_path, monkeypatch):
     with pytest.raises(FileNotFoundError, match="Tiny-ImageNet subset folder not found"):
         fb.animals_ti(tmp_path, backbone=FakeBackbone(), cache_dir=tmp_path)
     with pytest.raises(FileNotFoundError, match="OpenLORIS-Object not found"):
         fb.openloris(tmp_path, backbone=FakeBackbone(), cache_dir=tmp_path)
+    with pytest.raises(FileNotFoundError, match=r"Kaggle Animals not found under .*train/<Class>/ and test/<Class>/"):
+        fb.animals(tmp_path, backbone=FakeBackbone(), cache_dir=tmp_path)
+    monkeypatch.delenv("BIMU_DATA_DIR", raising=False)
+    with pytest.raises(ValueError, match="no data directory: pass data_dir or set BIMU_DATA_DIR"):
+        find_animals_root(None)
     with pytest.raises(ValueError, match="unknown benchmark"):
         fb.get_feature_benchmark("cifar")
     bad = tmp_path / "bad.jpg"

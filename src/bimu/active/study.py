@@ -70,6 +70,14 @@ TUNE_TRIALS = [
 ]
 """Hyperparameter overrides of the objects-ti validation trials (on top of :data:`OD_PRESET`)."""
 
+ANIMALS_TUNE_TRIALS = [
+    {"likelihood_multiplier": lm, "lr_max": am, "memory_window": n}
+    for lm in (50, 150) for am in (0.054, 0.15) for n in (1000, 4600)
+] + [{"likelihood_multiplier": 50, "lr": 20.0}, {"likelihood_multiplier": 50, "kl_multiplier": 0.03},
+     {"likelihood_multiplier": 400, "lr_max": 0.15, "memory_window": 1000},
+     {}, {"likelihood_multiplier": 25}, {"likelihood_multiplier": 25, "lr_max": 0.15, "memory_window": 1000}]
+"""Hyperparameter overrides (on top of the ``animals`` preset) of the animals-ti validation trials."""
+
 
 def plan(name: str, seeds=(0, 1, 2)) -> list[dict]:
     """The named job list (seeds ``seeds`` unless the plan says otherwise):
@@ -81,7 +89,11 @@ def plan(name: str, seeds=(0, 1, 2)) -> list[dict]:
     ``objects-tuned:<json overrides>`` (test runs with chosen overrides, 2 seeds),
     ``objects-repeat<R>`` (every task streamed R times, 1,024 features), ``objects-std`` (streaming
     standardisation, 8,192 features, 2 seeds), ``animals`` and ``animals-extra`` (animals-ti acceptance),
-    ``animals-std`` (animals-ti with streaming standardisation).
+    ``animals-std`` (animals-ti with streaming standardisation), ``animals-tune`` (validation split,
+    standardised inputs: 100% baseline and VR tau = 0.5 / 0.6 per :data:`ANIMALS_TUNE_TRIALS` entry, 2
+    seeds), ``animals-tuned:<json overrides>`` (test runs with chosen overrides, standardised inputs),
+    ``animals-8192-std`` (8,192 features, standardised inputs), ``animals-repeat<R>`` (the animals-ti
+    stream R times, standardised inputs; R = 4 gives 10,572 examples, the length of the paper's stream).
     """
     s = list(seeds)
     if name == "objects-main":
@@ -113,6 +125,23 @@ def plan(name: str, seeds=(0, 1, 2)) -> list[dict]:
     if name == "animals-std":  # streaming standardisation (removed the VR collapse on objects-ti)
         return _grid("animals-ti", 1024, s, preset="animals", hp={"likelihood_multiplier": 50}, standardize=True,
                      vr=(0.3, 0.4, 0.5, 0.6, 0.7), rnd=(0.2,))
+    if name == "animals-tune":  # validation split: hyperparameters per rule (VR near 20% of labels, 100%)
+        return [dict(bench="animals-ti", nf=1024, seed=q, K=10, preset="animals", hp=hp, split="validation",
+                     standardize=True, **rule)
+                for q in s[:2] for hp in ANIMALS_TUNE_TRIALS
+                for rule in (dict(strategy="all"), dict(strategy="vr", threshold=0.5),
+                             dict(strategy="vr", threshold=0.6))]
+    if name.startswith("animals-tuned:"):  # test runs with chosen overrides (standardised inputs)
+        hp = json.loads(name.split(":", 1)[1])
+        return _grid("animals-ti", 1024, s, preset="animals", hp=hp, standardize=True, vr=(0.4, 0.5, 0.6, 0.7),
+                     rnd=(0.2,))
+    if name.startswith("animals-repeat"):  # animals-repeat<R>: the stream R times (R = 4: the paper's length)
+        r = int(name[len("animals-repeat"):] or 4)
+        return _grid("animals-ti", 1024, s, preset="animals", hp={"likelihood_multiplier": 50}, standardize=True,
+                     repeat=r, vr=(0.4, 0.5, 0.6, 0.7), rnd=(0.05, 0.1, 0.2))
+    if name == "animals-8192-std":  # more features, standardised
+        return _grid("animals-ti", 8192, s, preset="animals", hp={"likelihood_multiplier": 50}, standardize=True,
+                     vr=(0.4, 0.5, 0.6, 0.7), rnd=(0.2,))
     if name == "objects-vr01":  # tau = 0.1: query on any dissenting vote (the highest VR rate)
         return _grid("objects-ti", 1024, s, vr=(0.1,), baseline=False)  # time: 1,024 features only
     if name == "animals-extra":  # finer control near 20% of labels: K = 25 vote levels, entropy

@@ -15,12 +15,12 @@ draws ``test_per_class`` (50) images per class uniformly from ``test/<Class>/`` 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
 
 from bimu.data.features import list_images
+from bimu.data.paths import locate_dataset_root
 from bimu.data.tinyimagenet import ANIMALS_PAPER_COUNTS
 
 PAPER_CLASSES = list(ANIMALS_PAPER_COUNTS)
@@ -29,15 +29,9 @@ PAPER_CLASSES = list(ANIMALS_PAPER_COUNTS)
 
 def find_root(data_dir) -> Path:
     """The Animals root under ``data_dir`` (or ``$BIMU_DATA_DIR``); clear error if absent."""
-    if data_dir is None:
-        data_dir = os.environ.get("BIMU_DATA_DIR")
-        if not data_dir:
-            raise ValueError("no data directory: pass data_dir or set BIMU_DATA_DIR")
-    base = Path(data_dir).expanduser()
-    for cand in (base, base / "animals", base / "Animals"):
-        if (cand / "train").is_dir() and (cand / "test").is_dir():
-            return cand
-    raise FileNotFoundError(f"Kaggle Animals not found under {base}: expected train/<Class>/ and test/<Class>/")
+    return locate_dataset_root(data_dir, "Kaggle Animals", ("animals", "Animals"),
+                               lambda c: (c / "train").is_dir() and (c / "test").is_dir(),
+                               "train/<Class>/ and test/<Class>/")
 
 
 def _class_dirs(split_dir: Path) -> dict[str, Path]:

@@ -22,11 +22,11 @@ tasks of ``toy``), leaving the in-distribution classes. ``<root>`` is ``data_dir
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 from bimu.data.features import IMAGE_SUFFIXES
+from bimu.data.paths import locate_dataset_root
 
 FACTORS = ("illumination", "occlusion", "pixel", "clutter")
 """The four nuisance factors, in the protocol's task order."""
@@ -49,16 +49,10 @@ def class_of_folder(name: str) -> str:
 
 def find_root(data_dir) -> Path:
     """The OpenLORIS-Object root under ``data_dir`` (or ``$BIMU_DATA_DIR``); clear error if absent."""
-    if data_dir is None:
-        data_dir = os.environ.get("BIMU_DATA_DIR")
-        if not data_dir:
-            raise ValueError("no data directory: pass data_dir or set BIMU_DATA_DIR")
-    base = Path(data_dir).expanduser()
-    for cand in (base, base / "openloris", base / "OpenLORIS-Object"):
-        if (cand / "train").is_dir() and any((cand / "train" / f).is_dir() for f in FACTORS):
-            return cand
-    raise FileNotFoundError(f"OpenLORIS-Object not found under {base}: expected "
-                            "train/<factor>/segment<N>/<class>/ folders")
+    return locate_dataset_root(
+        data_dir, "OpenLORIS-Object", ("openloris", "OpenLORIS-Object"),
+        lambda c: (c / "train").is_dir() and any((c / "train" / f).is_dir() for f in FACTORS),
+        "train/<factor>/segment<N>/<class>/ folders")
 
 
 def _images_under(folder: Path) -> list[Path]:

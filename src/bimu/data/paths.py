@@ -42,3 +42,24 @@ def describe_resolution(data_dir: str | os.PathLike | None = None) -> str:
     if os.environ.get(ENV_VAR):
         return f"{resolve_data_dir()} (from ${ENV_VAR})"
     return f"{resolve_data_dir()} (the per-user cache; set --data-dir or ${ENV_VAR} to change it)"
+
+
+def locate_dataset_root(data_dir, dataset: str, subfolders, is_root, expected: str) -> Path:
+    """The root of ``dataset`` under ``data_dir`` (or ``$BIMU_DATA_DIR``): the first of ``data_dir``
+    and ``data_dir/<subfolder>`` for which ``is_root(path)`` holds; a clear error if there is none.
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp()); (d / "zoo" / "train").mkdir(parents=True)
+    >>> locate_dataset_root(d, "Zoo", ["zoo"], lambda c: (c / "train").is_dir(), "train/").name
+    'zoo'
+    """
+    if data_dir is None:
+        data_dir = os.environ.get(ENV_VAR)
+        if not data_dir:
+            raise ValueError(f"no data directory: pass data_dir or set {ENV_VAR}")
+    base = Path(data_dir).expanduser()
+    for cand in (base, *(base / sub for sub in subfolders)):
+        if is_root(cand):
+            return cand
+    raise FileNotFoundError(f"{dataset} not found under {base}: expected {expected}")
+

@@ -205,7 +205,7 @@ class RunDir:
                     pid = int(lock.read_text().strip() or 0)
                 except (OSError, ValueError):
                     pid = 0
-                if pid and pid != os.getpid() and _alive(pid):
+                if pid and pid != os.getpid() and pid_alive(pid):
                     raise RuntimeError(f"{self.path} is in use by process {pid}; wait for it or stop it") from None
                 lock.unlink(missing_ok=True)
                 continue
@@ -227,7 +227,8 @@ class RunDir:
         return f"RunDir({str(self.path)!r})"
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists on this host (one owned by another user counts as alive)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

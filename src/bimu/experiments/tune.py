@@ -82,6 +82,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
+from bimu.experiments.rundir import pid_alive
 from bimu.experiments.search_spaces import check_search_space, suggest_hparams
 
 DEFAULT_WEIGHTS: tuple[float, float, float] = (0.5, 0.25, 0.25)
@@ -648,16 +649,6 @@ def resolve_evaluator(spec: str | Callable) -> Callable[..., np.ndarray]:
 
 
 # =========================================================================== dead trials
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def fail_dead_local_trials(study, max_retry: int = 3) -> list[int]:
     """Mark FAIL the RUNNING trials whose worker process on this host has died; retry them.
 
@@ -672,7 +663,7 @@ def fail_dead_local_trials(study, max_retry: int = 3) -> list[int]:
     for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         worker = trial.user_attrs.get("bimu_worker") or {}
         pid = worker.get("pid")
-        if worker.get("host") != host or not isinstance(pid, int) or pid == me or _pid_alive(pid):
+        if worker.get("host") != host or not isinstance(pid, int) or pid == me or pid_alive(pid):
             continue
         try:
             changed = study._storage.set_trial_state_values(trial._trial_id, state=optuna.trial.TrialState.FAIL)
