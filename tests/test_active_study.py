@@ -8,6 +8,7 @@ import torch
 
 from bimu.active import study
 from bimu.data.feature_benchmarks import ArrayBenchmark
+from bimu.data.views import RepeatedStream
 
 HP = dict(lr=10.0, lr_max=0.05, likelihood_multiplier=10.0, kl_multiplier=0.5, memory_window=1000,
           n_samples=4, n_eval_samples=4)
@@ -27,13 +28,18 @@ def toy_benchmark(n_tasks=2, n=60, d=16, c=3):
 
 def test_repeated_stream_and_resumable_queue(tmp_path, monkeypatch):
     b = toy_benchmark()
-    r = study.RepeatedStream(b, 3)
+    r = RepeatedStream(b, 3)
     X, y = r.train_task(0, seed=1)
     X0, y0 = b.train_task(0, 1)
     assert len(y) == 3 * len(y0) and r.n_tasks == b.n_tasks and r.rare_classes == b.rare_classes
     assert torch.equal(torch.sort(y[: len(y0)]).values, torch.sort(y0).values)
     assert not torch.equal(X[: len(y0)], X[len(y0) : 2 * len(y0)])  # copies in their own orders
-    monkeypatch.setattr(study, "_bench", lambda job: b if job.get("repeat", 1) == 1 else study.RepeatedStream(b, 2))
+    assert torch.equal(r.train_task(0, seed=1)[0], X) and r.name == "toyx3"  # seeded: same order again
+    assert torch.equal(r.test_task(0)[1], b.test_task(0)[1])
+    for bad in (0, 1.5, True, "2"):
+        with pytest.raises(ValueError, match="stream_repeats must be an integer >= 1"):
+            RepeatedStream(b, bad)
+    monkeypatch.setattr(study, "_bench", lambda job: b if job.get("repeat", 1) == 1 else RepeatedStream(b, 2))
     jobs = [dict(bench="toy", nf=16, seed=0, strategy="all", hp=HP, preset=None),
             dict(bench="toy", nf=16, seed=0, strategy="random", threshold=0.5, hp=HP, preset=None),
             dict(bench="toy", nf=16, seed=0, strategy="vr", threshold=0.2, K=4, hp=HP, preset=None, repeat=2)]

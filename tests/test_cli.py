@@ -71,3 +71,21 @@ def test_data_verify(capsys):
 def test_command_modules_are_optional():
     assert isinstance(cli.COMMAND_MODULES, tuple)
     cli.build_parser()  # modules that are not installed are skipped
+
+
+def test_benchmark_options_from_the_command_line(capsys, tmp_path):
+    cfg_file = tmp_path / "c.json"
+    cfg_file.write_text(json.dumps({"benchmark_options": {"stream_repeats": 3, "standardize": True}}))
+    args = cli.build_parser().parse_args(["run", "fake-test", "--config", str(cfg_file), "--option", "stream_repeats=2",
+                                          "--option", "tag=abc"])
+    assert cli.config_from_args(args).benchmark_options == {"stream_repeats": 2, "standardize": True, "tag": "abc"}
+    out = tmp_path / "runs"
+    assert cli.main(["run", "fake-test", "--tasks", "1", "--option", "stream_repeats=2", "--out", str(out),
+                     "--no-progress", "--engine", "torch"]) == 0
+    metrics = [json.loads(s) for s in (out / "fake-test-bimu" / "seed-0" / "metrics.jsonl").read_text().splitlines()]
+    assert metrics[0]["n_train"] == metrics[0]["examples_seen"] == 48  # the fake benchmark's 24 training examples, streamed twice
+    capsys.readouterr()
+    assert cli.main(["run", "fake-test", "--option", "stream_repeats=0", "--out", str(tmp_path / "r2")]) == 2
+    assert "stream_repeats must be an integer >= 1" in capsys.readouterr().err
+    assert cli.main(["run", "fake-test", "--option", "nope", "--out", str(tmp_path / "r3")]) == 2
+    assert "--option expects KEY=VALUE, got 'nope'" in capsys.readouterr().err

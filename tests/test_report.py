@@ -54,3 +54,13 @@ def test_incomplete_run_is_listed_with_its_progress(tmp_path):
     table = markdown_table(group_runs([load_run(p) for p in find_seed_dirs([tmp_path])]))
     assert "| - (incomplete: 4) |" in table
     assert "seed 4: incomplete, 1/3 tasks done; accuracy right after training (%): 93.50" in table
+
+
+def test_single_task_stream_has_no_mmrr(tmp_path):
+    # one task: a_max = a_T, so MMRR would be 1/eps = 100000 by construction; the table shows '-'
+    make_seed(tmp_path, 0, np.array([[0.52]]), None)
+    make_seed(tmp_path, 1, np.array([[0.50]]), None)
+    row = markdown_table(group_runs([load_run(d) for d in find_seed_dirs([tmp_path])])).splitlines()[2]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[8] == "-" and cells[9] == "-"  # MMRR, MMRR (seed-avg)
+    assert "100000" not in row and cells[11] == "51.00 ± 1.41"  # first-task accuracy still there

@@ -47,6 +47,9 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                         "pmnist-100 / pmnist-2000 (default auto)")
     g.add_argument("--set", dest="overrides", action="append", default=_S, metavar="KEY=VALUE",
                    help="override one method hyperparameter (repeatable), e.g. --set memory_window=700")
+    g.add_argument("--option", dest="benchmark_options", action="append", default=_S, metavar="KEY=VALUE",
+                   help="benchmark option (JSON value), e.g. n_features=1024, standardize=true, stream_repeats=4; "
+                        "repeatable")
     g.add_argument("--batch-size", type=int, default=_S, help="examples per update (default 1)")
     g.add_argument("--train-limit", type=int, default=_S, help="training examples per task (default all)")
     g.add_argument("--test-limit", type=int, default=_S, help="test (and OOD) examples (default all)")
@@ -88,7 +91,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
 
 def config_from_args(args: argparse.Namespace):
     """A validated RunConfig from parsed ``bimu run`` arguments."""
-    from bimu.experiments.config import RunConfig, parse_override
+    from bimu.experiments.config import RunConfig, parse_benchmark_option, parse_override
 
     d = {}
     if args.config_file:
@@ -102,6 +105,10 @@ def config_from_args(args: argparse.Namespace):
             ov = dict(d.get("overrides", {}))
             ov.update(parse_override(s) for s in v)
             v = ov
+        elif k == "benchmark_options":
+            bo = dict(d.get("benchmark_options", {}))
+            bo.update(parse_benchmark_option(s) for s in v)
+            v = bo
         d[k] = v
     return RunConfig.from_dict(d).validate()
 

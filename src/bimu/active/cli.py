@@ -44,6 +44,9 @@ def _benchmark_options(p):
     p.add_argument("--split", default="test", choices=("test", "validation"),
                    help="'validation' evaluates on 20%% of the training data (tuning)")
     p.add_argument("--standardize", action="store_true", help="streaming-safe per-feature standardisation")
+    p.add_argument("--stream-repeats", type=int, default=1, metavar="R",
+                   help="stream each task's training data R times, each copy in its own order (default 1; "
+                        "animals-ti x 4 has the paper's stream length)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds (default 0)")
     p.add_argument("--engine", choices=("auto", "torch", "fused"), default="auto",
                    help="auto: the fused engine when it supports the method (default), else torch")
@@ -54,6 +57,10 @@ def _load(args):
 
     bench = get_feature_benchmark(args.benchmark, data_dir=args.data_dir, cache_dir=args.cache_dir,
                                   n_features=args.n_features or None, split=args.split)
+    if args.stream_repeats != 1:
+        from bimu.data.views import RepeatedStream
+
+        bench = RepeatedStream(bench, args.stream_repeats)
     preset = args.preset or PRESET_KEYS.get(args.benchmark)
     hp = {}
     for item in args.hp:

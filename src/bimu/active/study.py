@@ -155,31 +155,9 @@ def plan(name: str, seeds=(0, 1, 2)) -> list[dict]:
 _BENCH: dict = {}
 
 
-class RepeatedStream:
-    """A benchmark whose every task streams its training data ``repeat`` times, each copy in its own
-    seeded order: a long, redundant stream (like consecutive video frames) of the same examples.
-    Test sets, rare classes and everything else are the wrapped benchmark's."""
-
-    def __init__(self, benchmark, repeat: int):
-        self._b, self.repeat = benchmark, int(repeat)
-        self.name = f"{benchmark.name}x{self.repeat}"
-
-    def __getattr__(self, name):
-        return getattr(self._b, name)
-
-    def train_task(self, task: int, seed: int):
-        """The task's examples ``repeat`` times, each copy permuted (seeded by seed, task and copy)."""
-        import torch
-
-        X, y = self._b.train_task(task, seed)
-        idx = [torch.randperm(len(y), generator=torch.Generator().manual_seed(seed * 100_003 + task * 101 + c))
-               for c in range(self.repeat)]
-        idx = torch.cat(idx)
-        return X[idx], y[idx]
-
-
 def _bench(job):
     from bimu.data.feature_benchmarks import get_feature_benchmark
+    from bimu.data.views import RepeatedStream
 
     key = (job["bench"], job["nf"], job.get("split", "test"))
     if key not in _BENCH:

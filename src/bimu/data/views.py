@@ -1,11 +1,13 @@
-"""Views of a benchmark: the same tasks standardised, or cut down for smoke tests.
+"""Views of a benchmark: the same tasks standardised, cut down for smoke tests, or streamed repeatedly.
 
 :class:`StandardizedBenchmark` is the paper's offline control of the standardisation appendix: every
 feature is standardised with the mean and standard deviation of the *training* data of all tasks
 (test and OOD inputs use the same statistics). :class:`LimitedBenchmark` keeps the first tasks and
-the first examples of each task (``--scale quick``).
+the first examples of each task (``--scale quick``). :class:`RepeatedStream` streams each task's
+training data several times (``stream_repeats``), for a stand-in whose stream is shorter than the
+paper's (``animals-ti`` x 4 has the paper's Animals stream length and class counts).
 
-Both forward ``name``, ``n_features``, ``n_classes``, ``is_standin``, ``rare_classes`` /
+All forward ``name``, ``n_features``, ``n_classes``, ``is_standin``, ``rare_classes`` /
 ``frequent_classes`` / ``class_names`` (when the wrapped benchmark has them) and follow the
 benchmark contract of :mod:`bimu.data.benchmarks`.
 
@@ -20,6 +22,9 @@ benchmark contract of :mod:`bimu.data.benchmarks`.
 ([[0.0, 0.0]], 'toy[standardized]')
 >>> LimitedBenchmark(B(), n_tasks=1, train_limit=1).train_task(0, 0)[1].tolist()
 [0]
+>>> r = RepeatedStream(B(), 3)
+>>> r.name, r.train_task(0, seed=0)[1].shape
+('toyx3', torch.Size([6]))
 """
 
 from __future__ import annotations
@@ -131,3 +136,29 @@ class LimitedBenchmark(_View):
         """``test_limit`` OOD inputs, evenly spread, or ``None``."""
         x = self.base.ood_set()
         return None if x is None else x[self._spread(len(x))]
+
+
+class RepeatedStream(_View):
+    """Every task streams its training data ``repeats`` times, each copy in its own order (seeded by
+    the run seed, the task and the copy): a longer, redundant stream of the same examples, like
+    consecutive video frames. Test sets, OOD inputs and class groups are the wrapped benchmark's.
+
+    Used to give a stand-in the stream length of the paper's data set: ``animals-ti`` has the paper's
+    Animals class counts divided by 4 (Tiny-ImageNet has 500 training images per class), so
+    ``stream_repeats=4`` restores the paper's counts (10,572 examples; the paper: 10,549), with
+    exact duplicates in place of distinct images.
+    """
+
+    def __init__(self, benchmark, repeats: int):
+        if isinstance(repeats, bool) or not isinstance(repeats, (int, np.integer)) or repeats < 1:
+            raise ValueError(f"stream_repeats must be an integer >= 1, got {repeats!r}")
+        super().__init__(benchmark, f"x{int(repeats)}")
+        self.repeats = int(repeats)
+
+    def train_task(self, task: int, seed: int):
+        """The task's examples ``repeats`` times, each copy permuted."""
+        x, y = self.base.train_task(task, seed)
+        idx = torch.cat([torch.randperm(len(y), generator=torch.Generator().manual_seed(
+            seed * 100_003 + task * 101 + c)) for c in range(self.repeats)])
+        return x[idx], y[idx]
+

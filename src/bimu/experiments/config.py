@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import json
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -115,7 +116,8 @@ class RunConfig:
         active, threshold, mc_samples, budget, budget_exponent: active learning (``active=None``: off).
         benchmark_options: extra keyword options of the benchmark factory (e.g. ``n_features`` of a
             feature benchmark), plus ``standardize: true`` (features standardised with the training
-            data's mean and std, :class:`~bimu.data.views.StandardizedBenchmark`). Left out of
+            data's mean and std, :class:`~bimu.data.views.StandardizedBenchmark`) and ``stream_repeats: R``
+            (each task's training data streamed R times, :class:`~bimu.data.views.RepeatedStream`). Left out of
             ``config.json`` when empty, so run directories written before it existed still resume.
     """
 
@@ -301,6 +303,23 @@ class RunConfig:
 
 def _expected(t) -> str:
     return str(t).replace("typing.", "")
+
+
+def parse_benchmark_option(text: str) -> tuple[str, Any]:
+    """``"key=value"`` -> ``(key, value)`` with the value read as JSON when it is JSON (a number,
+    ``true``, a list...), else kept as a string; ValueError naming the text otherwise.
+
+    >>> parse_benchmark_option("n_features=1024"), parse_benchmark_option("backbone=efficientnet-lite0")
+    (('n_features', 1024), ('backbone', 'efficientnet-lite0'))
+    """
+    key, sep, value = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ValueError(f"--option expects KEY=VALUE, got {text!r}")
+    try:
+        return key, json.loads(value)
+    except json.JSONDecodeError:
+        return key, value.strip()
 
 
 def parse_override(text: str) -> tuple[str, str]:

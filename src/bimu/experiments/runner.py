@@ -328,7 +328,8 @@ DEFAULT_STREAM_TASKS = 10
 
 def make_benchmark(config: RunConfig, seed: int):
     """The configured benchmark for ``seed`` (the run seed, train/test limits passed if accepted, then
-    ``config.benchmark_options``; ``standardize`` wraps it in a training-statistics standardiser)."""
+    ``config.benchmark_options``; ``standardize`` wraps it in a training-statistics standardiser,
+    ``stream_repeats`` in a :class:`~bimu.data.views.RepeatedStream`)."""
     from bimu.data.benchmarks import benchmark_entry
 
     entry = benchmark_entry(config.benchmark)
@@ -340,6 +341,7 @@ def make_benchmark(config: RunConfig, seed: int):
             opts[key] = value
     extra = dict(config.benchmark_options)
     standardize = bool(extra.pop("standardize", False))
+    repeats = extra.pop("stream_repeats", 1)
     for key in extra:
         if not entry.accepts(key):
             raise ValueError(f"config 'benchmark_options': benchmark {config.benchmark!r} takes no option {key!r}")
@@ -349,6 +351,10 @@ def make_benchmark(config: RunConfig, seed: int):
         from bimu.data.views import StandardizedBenchmark
 
         bench = StandardizedBenchmark(bench)
+    if repeats != 1:
+        from bimu.data.views import RepeatedStream
+
+        bench = RepeatedStream(bench, repeats)
     if config.tasks is not None and getattr(bench, "n_tasks", config.tasks) < config.tasks:
         raise ValueError(f"config 'tasks': benchmark {config.benchmark!r} has only {bench.n_tasks} tasks, "
                          f"asked for {config.tasks}")

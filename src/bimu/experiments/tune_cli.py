@@ -22,16 +22,14 @@ import sys
 from typing import Any
 
 from bimu.experiments import tune as _tune
+from bimu.experiments.config import parse_benchmark_option
 
 
 def _option(text: str) -> tuple[str, Any]:
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
     try:
-        return key, json.loads(value)
-    except json.JSONDecodeError:
-        return key, value
+        return parse_benchmark_option(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:

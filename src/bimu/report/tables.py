@@ -87,12 +87,14 @@ def fmt_pm(vals, scale: float = 1.0, digits: int = 2) -> str:
 
 
 def group_stats(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Per-seed values of each reported quantity, for complete runs only."""
+    """Per-seed values of each reported quantity, for complete runs only. MMRR is left out (``None``)
+    for single-task streams, where it is ``1 / eps`` by construction and says nothing about forgetting."""
     done = [r for r in runs if r["summary"] and r["summary"].get("complete")]
     s = [r["summary"] for r in done]
     from bimu.metrics import mmrr_seed_averaged
 
     mats = [r["R"] for r in done if r["R"] is not None]
+    single_task = bool(mats) and all(m.shape[0] == 1 for m in mats)
     return {
         "seeds": [r["seed"] for r in done],
         "incomplete": [r["seed"] for r in runs if r not in done],
@@ -101,8 +103,9 @@ def group_stats(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "auc_epistemic": [(x.get("ood_auc") or {}).get("epistemic") for x in s],
         "auc_aleatoric": [(x.get("ood_auc") or {}).get("aleatoric") for x in s],
         "auc_vr": [(x.get("ood_auc") or {}).get("variation_ratio") for x in s],
-        "mmrr": [x["mmrr"] for x in s],
-        "mmrr_seed_avg": mmrr_seed_averaged(mats) if mats and len({m.shape for m in mats}) == 1 else None,
+        "mmrr": [None if single_task else x["mmrr"] for x in s],
+        "mmrr_seed_avg": (mmrr_seed_averaged(mats) if mats and not single_task and len({m.shape for m in mats}) == 1
+                          else None),
         "bwt": [x["bwt"] for x in s],
         "first_task_acc": [x["first_task_acc"] for x in s],
         "steps_per_s": [x["steps_per_s"] for x in s],
