@@ -53,14 +53,15 @@ def test_repeated_stream_and_resumable_queue(tmp_path, monkeypatch):
                             "toy nf=16 test None " + ",".join(f"{k}={HP[k]}" for k in sorted(HP)) + " repeat=2"}
     md = (tmp_path / "summary.md").read_text()
     assert "100% baseline" in md and "matched accuracy" in md
-    assert (tmp_path / "curves-toy.png").stat().st_size > 0
+    assert (tmp_path / "curves-toy.png").stat().st_size > 0 and (tmp_path / "curves-toy-x2.png").stat().st_size > 0
     json.loads((tmp_path / "summary.json").read_text())
 
 
 def test_plans_are_well_formed():
     for name in ("objects-main", "objects-1024", "objects-k25-1024", "objects-budget", "objects-tune",
                  "objects-repeat6", "objects-std", "animals", 'objects-tuned:{"lr": 3}', "animals-std",
-                 "animals-extra", "animals-tune", "animals-tuned:{}", "animals-8192-std", "animals-repeat4"):
+                 "animals-extra", "animals-tune", "animals-tuned:{}", "animals-8192-std", "animals-repeat4",
+                 "animals-scores-repeat4"):
         jobs = study.plan(name)
         assert jobs and len({study.job_key(j) for j in jobs}) == len(jobs)
 
@@ -72,5 +73,25 @@ def test_animals_plans_select_what_they_name():
     rep = study.plan("animals-repeat4", seeds=(0,))
     assert {j["repeat"] for j in rep} == {4} and "|repeat=4" in study.job_key(rep[0])
     assert {j["nf"] for j in study.plan("animals-8192-std")} == {8192}
+    scores = study.plan("animals-scores-repeat4", seeds=(0,))
+    assert {(j["strategy"], j["threshold"]) for j in scores} == {
+        (k, t) for k, taus in study.ANIMALS_SCORE_THRESHOLDS.items() for t in taus}
     with pytest.raises(ValueError, match="unknown plan"):
         study.plan("animals-nope")
+
+
+def test_one_writer_per_folder_and_rows_unique_by_key(tmp_path, monkeypatch, capsys):
+    import fcntl
+
+    row = {"key": "k", "accuracy": 0.5}
+    (tmp_path / "runs.jsonl").write_text(json.dumps(row) + "\n" + json.dumps(dict(row, accuracy=0.6)) + "\n")
+    assert study.load_rows(tmp_path) == [dict(row, accuracy=0.6)]  # a job written twice counts once
+    with open(tmp_path / ".study.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # another runner holds the folder
+        with pytest.raises(RuntimeError, match="another study run is writing"):
+            study.run_jobs([], tmp_path)
+        assert study.main(["run", "--plan", "animals", "--out", str(tmp_path)]) == 2
+        assert "another study run is writing" in capsys.readouterr().err
+    assert study.main(["run", "--plan", "nope", "--out", str(tmp_path)]) == 2
+    assert "unknown plan 'nope'" in capsys.readouterr().err
+    study.run_jobs([], tmp_path)  # released: runs (nothing to do)

@@ -78,6 +78,11 @@ ANIMALS_TUNE_TRIALS = [
      {}, {"likelihood_multiplier": 25}, {"likelihood_multiplier": 25, "lr_max": 0.15, "memory_window": 1000}]
 """Hyperparameter overrides (on top of the ``animals`` preset) of the animals-ti validation trials."""
 
+ANIMALS_SCORE_THRESHOLDS = {"entropy": (3.7, 3.9), "aleatoric": (3.6,), "epistemic": (0.1, 0.2)}
+"""Thresholds (bits) of the entropy scores on the repeated animals-ti stream (plan ``animals-scores-repeat<R>``),
+chosen from a seed-0 probe (entropy 3.0 / 3.4 / 3.7 queried 61 / 37 / 16%, aleatoric 2.5 / 3.0 / 3.4
+80 / 58 / 32%, epistemic 0.2 4.6%) to fall near 5-20% of the stream."""
+
 
 def plan(name: str, seeds=(0, 1, 2)) -> list[dict]:
     """The named job list (seeds ``seeds`` unless the plan says otherwise):
@@ -93,7 +98,9 @@ def plan(name: str, seeds=(0, 1, 2)) -> list[dict]:
     standardised inputs: 100% baseline and VR tau = 0.5 / 0.6 per :data:`ANIMALS_TUNE_TRIALS` entry, 2
     seeds), ``animals-tuned:<json overrides>`` (test runs with chosen overrides, standardised inputs),
     ``animals-8192-std`` (8,192 features, standardised inputs), ``animals-repeat<R>`` (the animals-ti
-    stream R times, standardised inputs; R = 4 gives 10,572 examples, the length of the paper's stream).
+    stream R times, standardised inputs; R = 4 gives 10,572 examples, the length of the paper's stream),
+    ``animals-scores-repeat<R>`` (the same stream queried by predictive entropy, aleatoric and epistemic
+    scores at :data:`ANIMALS_SCORE_THRESHOLDS`).
     """
     s = list(seeds)
     if name == "objects-main":
@@ -139,6 +146,11 @@ def plan(name: str, seeds=(0, 1, 2)) -> list[dict]:
         r = int(name[len("animals-repeat"):] or 4)
         return _grid("animals-ti", 1024, s, preset="animals", hp={"likelihood_multiplier": 50}, standardize=True,
                      repeat=r, vr=(0.4, 0.5, 0.6, 0.7), rnd=(0.05, 0.1, 0.2))
+    if name.startswith("animals-scores-repeat"):  # entropy scores on animals-repeat<R> (thresholds in bits)
+        r = int(name[len("animals-scores-repeat"):] or 4)
+        return [dict(j, strategy=score) for score, taus in ANIMALS_SCORE_THRESHOLDS.items()
+                for j in _grid("animals-ti", 1024, s, preset="animals", hp={"likelihood_multiplier": 50},
+                               standardize=True, repeat=r, vr=taus, baseline=False)]
     if name == "animals-8192-std":  # more features, standardised
         return _grid("animals-ti", 8192, s, preset="animals", hp={"likelihood_multiplier": 50}, standardize=True,
                      vr=(0.4, 0.5, 0.6, 0.7), rnd=(0.2,))
@@ -168,14 +180,27 @@ def _bench(job):
 
 def run_jobs(jobs, out, log=print) -> None:
     """Run every job not yet in ``<out>/runs.jsonl``, appending one line per finished run."""
+    import fcntl  # POSIX: one writer per output folder
+
     from bimu.active.sweep import run_stream
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "runs.jsonl"
-    done = set()
-    if path.exists():
-        done = {json.loads(line)["key"] for line in path.read_text().splitlines() if line.strip()}
+    lock = open(out / ".study.lock", "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        raise RuntimeError(f"another study run is writing {out}; wait for it or use another --out") from None
+    try:
+        _run_unlocked(jobs, path, log, run_stream)
+    finally:
+        lock.close()
+
+
+def _run_unlocked(jobs, path, log, run_stream) -> None:
+    done = {row["key"] for row in load_rows(path.parent)}
     for job in jobs:
         key = job_key(job)
         if key in done:
@@ -194,9 +219,17 @@ def run_jobs(jobs, out, log=print) -> None:
 
 
 def load_rows(out) -> list[dict]:
-    """The finished runs of ``<out>/runs.jsonl``."""
+    """The finished runs of ``<out>/runs.jsonl``, one per job key (the last line written wins: runs
+    are deterministic, so a job that was run twice wrote the same result twice)."""
     path = Path(out) / "runs.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    if not path.exists():
+        return []
+    rows = {}
+    for line in path.read_text().splitlines():
+        if line.strip():
+            row = json.loads(line)
+            rows[row["key"]] = row
+    return list(rows.values())
 
 
 def setting_of(row) -> str:
@@ -351,7 +384,9 @@ def plot_updates(summary, path, settings) -> None:
 
 
 def report(out) -> dict:
-    """Write ``<out>/summary.md``, ``<out>/summary.json`` and ``<out>/curves-<benchmark>.png``."""
+    """Write ``<out>/summary.md``, ``<out>/summary.json``, ``<out>/curves-<benchmark>.png`` (every test
+    setting of the benchmark) and ``<out>/curves-<benchmark>-x<R>.png`` (the settings of streams repeated
+    R times, on their own)."""
     out = Path(out)
     summary = summarize(load_rows(out))
     (out / "summary.md").write_text(markdown(summary))
@@ -360,6 +395,8 @@ def report(out) -> dict:
         names = [k for k in summary if k.startswith(bench + " ") and " validation " not in k]
         if names:
             plot(summary, out / f"curves-{bench}.png", settings=names)
+        for r in sorted({k.split(" repeat=", 1)[1].split()[0] for k in names if " repeat=" in k}):
+            plot(summary, out / f"curves-{bench}-x{r}.png", settings=[k for k in names if f" repeat={r}" in k])
     names = [k for k in summary if k.startswith("objects-ti ") and " validation " not in k]
     if names:
         plot_updates(summary, out / "updates-objects-ti.png", names)
@@ -435,8 +472,13 @@ def main(argv=None) -> int:
         (Path(args.out) / f"stats-{args.benchmark}.json").write_text(json.dumps(res, indent=1))
         return 0
     if args.cmd == "run":
-        for name in args.plan:
-            run_jobs(plan(name, args.seeds), args.out, log=lambda s: print(s, flush=True))
+        try:
+            jobs = [plan(name, args.seeds) for name in args.plan]  # every plan name checked first
+            for js in jobs:
+                run_jobs(js, args.out, log=lambda s: print(s, flush=True))
+        except (ValueError, RuntimeError) as e:
+            print(f"study: error: {e}", file=sys.stderr)
+            return 2
     else:
         print(markdown(report(args.out)))
     return 0
