@@ -262,3 +262,10 @@ def test_presets_resolve_and_build(name):
         method = create_method(name, [6, 4], seed=0, preset=key)
         for hname, value in cls.presets[key].items():
             assert method.hparams[hname] == cls.hyperparameters[hname].validate(value)
+
+
+def test_hyperparameter_table_rejects_a_name_declared_twice():
+    from bimu.methods.base import hyperparameter_table, positive
+
+    with pytest.raises(ValueError, match=r"hyperparameter declared twice: \['lr'\]"):
+        hyperparameter_table(positive("lr", float, 0.1, "a"), positive("lr", float, 0.2, "b"))

@@ -6,7 +6,7 @@ import pytest
 
 from bimu.experiments import search_spaces as ss
 from bimu.methods import available_methods, get_method
-from bimu.methods.base import MethodInfo, positive
+from bimu.methods.base import MethodInfo, hyperparameter_table, positive
 from bimu.methods.bimu import BiMUMethod
 
 
@@ -116,9 +116,9 @@ def test_aliases_map_onto_the_declared_names():
         """Pretends to be Online EWC with other names for its two coefficients."""
 
         info = MethodInfo("ewc-online", "EWC", "mlp", True, (), False, False)
-        hyperparameters = {h.name: h for h in [positive("lr", float, 0.01, "lr"),
+        hyperparameters = hyperparameter_table(positive("lr", float, 0.01, "lr"),
                                                positive("ewc_lambda", float, 1.0, "importance"),
-                                               positive("gamma", float, 0.5, "downweighting")]}
+                                               positive("gamma", float, 0.5, "downweighting"))
 
     hp = ss.suggest_hparams(_Ewc, ss.SpaceRecorder("low"))
     assert set(hp) == {"lr", "ewc_lambda", "gamma"}

@@ -91,6 +91,20 @@ def non_negative(name: str, type_: type, default: Any, doc: str) -> Hyperparamet
     return Hyperparameter(name, type_, default, doc, check=lambda v: v >= 0, requirement=">= 0")
 
 
+def hyperparameter_table(*hyperparameters: Hyperparameter) -> dict[str, Hyperparameter]:
+    """A method's ``hyperparameters`` mapping (name -> declaration, in declaration order); a name
+    declared twice is an error.
+
+    >>> list(hyperparameter_table(positive("lr", float, 0.1, "step"), non_negative("decay", float, 0.0, "d")))
+    ['lr', 'decay']
+    """
+    table = {h.name: h for h in hyperparameters}
+    if len(table) != len(hyperparameters):
+        names = [h.name for h in hyperparameters]
+        raise ValueError(f"hyperparameter declared twice: {sorted({n for n in names if names.count(n) > 1})}")
+    return table
+
+
 @dataclasses.dataclass(frozen=True)
 class MethodInfo:
     """What a method declares about itself."""

@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from bimu.methods.base import SCORE_NAMES, Hyperparameter, MethodInfo, OnlineMethod, non_negative, positive
+from bimu.methods.base import Hyperparameter, MethodInfo, OnlineMethod, SCORE_NAMES, hyperparameter_table, non_negative, positive
 from bimu.methods.bimu import mc_nll
 from bimu.methods.footprint import nested_tensor_bytes
 from bimu.nn.activations import rbg, sign_ste
@@ -67,21 +67,18 @@ class BayesBiNNMethod(OnlineMethod):
         binary_weights=True,
         bayesian=True,
     )
-    hyperparameters = {
-        h.name: h
-        for h in [
-            positive("lr", float, 0.77, "alpha N: learning rate of the natural parameters"),
-            non_negative("prior_strength", float, 1.25e-5, "1/N: pull towards lambda_prior"),
-            positive("n_samples", int, 5, "K: relaxed MC samples for the gradient"),
-            positive("n_eval_samples", int, 5, "hard MC samples for prediction and scores"),
-            positive("temperature", float, 1.0, "relaxation temperature T"),
-            Hyperparameter("activation", str, "rbg", "hidden activation", choices=ACTIVATIONS),
-            Hyperparameter("output_norm", bool, True, "LayerNorm on the logits (paper's network)"),
-            positive("gate_width", float, 1.0, "RBG threshold"),
-            Hyperparameter("lambda_init", str, "zero", "initial lambda: 'zero' (as run) or 'uniform' "
-                           "(U(+-1/sqrt(fan_in)), like BiMU)", choices=("zero", "uniform")),
-        ]
-    }
+    hyperparameters = hyperparameter_table(
+        positive("lr", float, 0.77, "alpha N: learning rate of the natural parameters"),
+        non_negative("prior_strength", float, 1.25e-5, "1/N: pull towards lambda_prior"),
+        positive("n_samples", int, 5, "K: relaxed MC samples for the gradient"),
+        positive("n_eval_samples", int, 5, "hard MC samples for prediction and scores"),
+        positive("temperature", float, 1.0, "relaxation temperature T"),
+        Hyperparameter("activation", str, "rbg", "hidden activation", choices=ACTIVATIONS),
+        Hyperparameter("output_norm", bool, True, "LayerNorm on the logits (paper's network)"),
+        positive("gate_width", float, 1.0, "RBG threshold"),
+        Hyperparameter("lambda_init", str, "zero", "initial lambda: 'zero' (as run) or 'uniform' "
+                       "(U(+-1/sqrt(fan_in)), like BiMU)", choices=("zero", "uniform")),
+    )
     presets = {
         "pmnist-100": dict(lr=0.77, prior_strength=1.25e-5, n_samples=5, n_eval_samples=5, activation="rbg"),
         "pmnist-2000": dict(lr=0.05, prior_strength=1.1e-6, n_samples=5, n_eval_samples=5, activation="rbg"),

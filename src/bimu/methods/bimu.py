@@ -19,6 +19,7 @@ from bimu.methods.base import (
     Hyperparameter,
     MethodInfo,
     OnlineMethod,
+    hyperparameter_table,
     non_negative,
     positive,
     tensor_bytes,
@@ -46,23 +47,20 @@ class BiMUMethod(OnlineMethod):
         binary_weights=True,
         bayesian=True,
     )
-    hyperparameters = {
-        h.name: h
-        for h in [
-            positive("lr", float, 1.0, "gamma: learning rate scaling the data term"),
-            positive("lr_max", float, 1.0, "alpha_max: largest metaplastic step size"),
-            positive("likelihood_multiplier", float, 1.0, "beta_L: scale of the likelihood term"),
-            non_negative("kl_multiplier", float, 1.0, "beta_KL: scale of the KL terms"),
-            positive("memory_window", float, 1000.0, "N: forgetting horizon in updates"),
-            Hyperparameter("prior", float, 0.0, "lambda_prior (natural parameter of the prior)"),
-            positive("n_samples", int, 5, "K: relaxed MC samples for the gradient"),
-            positive("n_eval_samples", int, 5, "hard MC samples for prediction and scores"),
-            positive("temperature", float, 1.0, "relaxation temperature T"),
-            Hyperparameter("activation", str, "rbg", "hidden activation", choices=ACTIVATIONS),
-            Hyperparameter("output_norm", bool, True, "LayerNorm on the logits (paper's network)"),
-            positive("gate_width", float, 1.0, "RBG threshold"),
-        ]
-    }
+    hyperparameters = hyperparameter_table(
+        positive("lr", float, 1.0, "gamma: learning rate scaling the data term"),
+        positive("lr_max", float, 1.0, "alpha_max: largest metaplastic step size"),
+        positive("likelihood_multiplier", float, 1.0, "beta_L: scale of the likelihood term"),
+        non_negative("kl_multiplier", float, 1.0, "beta_KL: scale of the KL terms"),
+        positive("memory_window", float, 1000.0, "N: forgetting horizon in updates"),
+        Hyperparameter("prior", float, 0.0, "lambda_prior (natural parameter of the prior)"),
+        positive("n_samples", int, 5, "K: relaxed MC samples for the gradient"),
+        positive("n_eval_samples", int, 5, "hard MC samples for prediction and scores"),
+        positive("temperature", float, 1.0, "relaxation temperature T"),
+        Hyperparameter("activation", str, "rbg", "hidden activation", choices=ACTIVATIONS),
+        Hyperparameter("output_norm", bool, True, "LayerNorm on the logits (paper's network)"),
+        positive("gate_width", float, 1.0, "RBG threshold"),
+    )
     presets = {
         # Appendix, Table "Hyperparameter configurations ... Permuted MNIST ... 100 neurons".
         "pmnist-100": dict(lr=4.9, lr_max=0.0023, likelihood_multiplier=161.3, kl_multiplier=3.76,

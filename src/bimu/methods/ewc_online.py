@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from bimu.methods.base import Hyperparameter, MethodInfo, non_negative, positive
+from bimu.methods.base import Hyperparameter, MethodInfo, hyperparameter_table, non_negative, positive
 from bimu.methods.sgd import DETERMINISTIC_SCORES, SGDMethod
 from bimu.regularizers.ewc import OnlineEWC
 
@@ -37,15 +37,12 @@ class OnlineEWCMethod(SGDMethod):
         binary_weights=False,
         bayesian=False,
     )
-    hyperparameters = {
-        h.name: h
-        for h in [
-            positive("lr", float, 0.003, "SGD learning rate"),
-            non_negative("importance", float, 4.1, "EWC lambda: scale of the penalty importance/2 sum F d^2"),
-            Hyperparameter("downweighting", float, 0.7, "gamma: F <- gamma F + F_task at each task end",
-                           check=lambda v: 0.0 <= v <= 1.0, requirement="in [0, 1]"),
-        ]
-    }
+    hyperparameters = hyperparameter_table(
+        positive("lr", float, 0.003, "SGD learning rate"),
+        non_negative("importance", float, 4.1, "EWC lambda: scale of the penalty importance/2 sum F d^2"),
+        Hyperparameter("downweighting", float, 0.7, "gamma: F <- gamma F + F_task at each task end",
+                       check=lambda v: 0.0 <= v <= 1.0, requirement="in [0, 1]"),
+    )
     presets = {
         "pmnist-100": dict(lr=0.003, importance=4.1, downweighting=0.7),
         "pmnist-2000": dict(lr=0.006, importance=4.0, downweighting=0.4),

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from bimu.methods.base import SCORE_NAMES, Hyperparameter, MethodInfo, OnlineMethod, non_negative, positive, tensor_bytes
+from bimu.methods.base import Hyperparameter, MethodInfo, OnlineMethod, SCORE_NAMES, hyperparameter_table, non_negative, positive, tensor_bytes
 from bimu.methods.bimu import mc_nll
 from bimu.methods.footprint import nested_tensor_bytes
 from bimu.nn.gaussian import GaussianMLP
@@ -40,21 +40,18 @@ class MESUMethod(OnlineMethod):
         binary_weights=False,
         bayesian=True,
     )
-    hyperparameters = {
-        h.name: h
-        for h in [
-            positive("lr_mu", float, 1.6, "alpha_mu"),
-            positive("lr_sigma", float, 2.1, "alpha_sigma"),
-            positive("sigma_prior", float, 0.3, "prior standard deviation"),
-            Hyperparameter("mu_prior", float, 0.0, "prior mean"),
-            positive("memory_window", float, 600_000.0, "N: memory window in updates"),
-            positive("clamp_grad", float, 0.36, "gradients clipped to +-clamp_grad/|sigma|"),
-            positive("n_samples", int, 10, "K: MC samples for the gradient"),
-            positive("n_eval_samples", int, 10, "MC samples for prediction and scores"),
-            non_negative("mu_init_scale", float, 4.0, "mu ~ U(+-mu_init_scale/sqrt(fan_in))"),
-            positive("sigma_init_scale", float, 1.0, "sigma = sigma_init_scale/sqrt(fan_in)"),
-        ]
-    }
+    hyperparameters = hyperparameter_table(
+        positive("lr_mu", float, 1.6, "alpha_mu"),
+        positive("lr_sigma", float, 2.1, "alpha_sigma"),
+        positive("sigma_prior", float, 0.3, "prior standard deviation"),
+        Hyperparameter("mu_prior", float, 0.0, "prior mean"),
+        positive("memory_window", float, 600_000.0, "N: memory window in updates"),
+        positive("clamp_grad", float, 0.36, "gradients clipped to +-clamp_grad/|sigma|"),
+        positive("n_samples", int, 10, "K: MC samples for the gradient"),
+        positive("n_eval_samples", int, 10, "MC samples for prediction and scores"),
+        non_negative("mu_init_scale", float, 4.0, "mu ~ U(+-mu_init_scale/sqrt(fan_in))"),
+        positive("sigma_init_scale", float, 1.0, "sigma = sigma_init_scale/sqrt(fan_in)"),
+    )
     _k10 = dict(n_samples=10, n_eval_samples=10)
     presets = {
         "pmnist-100": dict(lr_mu=1.6, lr_sigma=2.1, sigma_prior=0.3, memory_window=600_000, clamp_grad=0.36, **_k10),

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from bimu.methods.base import MethodInfo, OnlineMethod, positive, tensor_bytes
+from bimu.methods.base import MethodInfo, OnlineMethod, hyperparameter_table, positive, tensor_bytes
 from bimu.nn.real_mlp import RealMLP
 
 DETERMINISTIC_SCORES = ("predictive_entropy", "aleatoric")
@@ -43,7 +43,7 @@ class SGDMethod(OnlineMethod):
         binary_weights=False,
         bayesian=False,
     )
-    hyperparameters = {h.name: h for h in [positive("lr", float, 9e-4, "SGD learning rate")]}
+    hyperparameters = hyperparameter_table(positive("lr", float, 9e-4, "SGD learning rate"))
     presets = {
         # Appendix tables "Hyperparameter configurations" (PMNIST 100 / 2000 neurons, OpenLORIS).
         "pmnist-100": dict(lr=9e-4),

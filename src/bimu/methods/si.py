@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import torch
 
-from bimu.methods.base import Hyperparameter, MethodInfo, non_negative, positive
+from bimu.methods.base import Hyperparameter, MethodInfo, hyperparameter_table, non_negative, positive
 from bimu.methods.sgd import DETERMINISTIC_SCORES, SGDMethod
 from bimu.regularizers.si import SynapticIntelligence
 
@@ -35,16 +35,13 @@ class SynapticIntelligenceMethod(SGDMethod):
         binary_weights=False,
         bayesian=False,
     )
-    hyperparameters = {
-        h.name: h
-        for h in [
-            positive("lr", float, 0.003, "SGD learning rate"),
-            non_negative("coefficient", float, 1e-4, "c: scale of the penalty c sum Omega d^2"),
-            positive("damping", float, 1.0, "xi: damping of Omega += omega / (Delta^2 + xi)"),
-            Hyperparameter("omega_relu", bool, False,
-                           "clip each task's importance increment at 0 (reference-run compatibility)"),
-        ]
-    }
+    hyperparameters = hyperparameter_table(
+        positive("lr", float, 0.003, "SGD learning rate"),
+        non_negative("coefficient", float, 1e-4, "c: scale of the penalty c sum Omega d^2"),
+        positive("damping", float, 1.0, "xi: damping of Omega += omega / (Delta^2 + xi)"),
+        Hyperparameter("omega_relu", bool, False,
+                       "clip each task's importance increment at 0 (reference-run compatibility)"),
+    )
     presets = {
         "pmnist-100": dict(lr=0.003, coefficient=1e-4, damping=1.0),
         "pmnist-2000": dict(lr=0.0015, coefficient=1e-4, damping=1.0),

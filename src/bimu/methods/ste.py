@@ -24,7 +24,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from bimu.methods.base import Hyperparameter, MethodInfo, OnlineMethod, non_negative, positive, tensor_bytes
+from bimu.methods.base import Hyperparameter, MethodInfo, OnlineMethod, hyperparameter_table, non_negative, positive, tensor_bytes
 from bimu.methods.footprint import nested_tensor_bytes
 from bimu.methods.sgd import DETERMINISTIC_SCORES
 from bimu.nn.sign_linear import SignMLP
@@ -43,14 +43,11 @@ class STEMethod(OnlineMethod):
         binary_weights=True,
         bayesian=False,
     )
-    hyperparameters = {
-        h.name: h
-        for h in [
-            positive("lr", float, 1e-4, "AdamW learning rate"),
-            non_negative("weight_decay", float, 2.2e-9, "AdamW decoupled weight decay"),
-            Hyperparameter("clip_latent", bool, True, "clip latent weights to [-1, 1] after each step"),
-        ]
-    }
+    hyperparameters = hyperparameter_table(
+        positive("lr", float, 1e-4, "AdamW learning rate"),
+        non_negative("weight_decay", float, 2.2e-9, "AdamW decoupled weight decay"),
+        Hyperparameter("clip_latent", bool, True, "clip latent weights to [-1, 1] after each step"),
+    )
     presets = {
         # Appendix tables; "--" (no weight decay reported) is read as 0.
         "pmnist-100": dict(lr=1e-4, weight_decay=2.2e-9),

@@ -33,7 +33,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from bimu.methods.base import Hyperparameter, MethodInfo, OnlineMethod, non_negative, positive, tensor_bytes
+from bimu.methods.base import Hyperparameter, MethodInfo, OnlineMethod, hyperparameter_table, non_negative, positive, tensor_bytes
 from bimu.methods.footprint import nested_tensor_bytes
 from bimu.methods.sgd import DETERMINISTIC_SCORES
 from bimu.nn.sign_linear import SignMLP
@@ -52,19 +52,16 @@ class SynapticMetaplasticityMethod(OnlineMethod):
         binary_weights=True,
         bayesian=False,
     )
-    hyperparameters = {
-        h.name: h
-        for h in [
-            positive("lr", float, 3.7e-5, "Adam learning rate"),
-            non_negative("metaplasticity", float, 7.2, "m in f_meta = 1 - tanh^2(m |W_h|)"),
-            non_negative("weight_decay", float, 2.9e-9, "L2 weight decay (added to the gradient)"),
-            Hyperparameter("bn_momentum", float, 0.01, "momentum of the norms' running statistics",
-                           check=lambda v: 0.0 < v <= 1.0, requirement="in (0, 1]"),
-            Hyperparameter("task_affine", bool, False,
-                           "store the norms' affine parameters per task and reload them with use_task() "
-                           "- USES TASK IDENTITY AT TEST TIME"),
-        ]
-    }
+    hyperparameters = hyperparameter_table(
+        positive("lr", float, 3.7e-5, "Adam learning rate"),
+        non_negative("metaplasticity", float, 7.2, "m in f_meta = 1 - tanh^2(m |W_h|)"),
+        non_negative("weight_decay", float, 2.9e-9, "L2 weight decay (added to the gradient)"),
+        Hyperparameter("bn_momentum", float, 0.01, "momentum of the norms' running statistics",
+                       check=lambda v: 0.0 < v <= 1.0, requirement="in (0, 1]"),
+        Hyperparameter("task_affine", bool, False,
+                       "store the norms' affine parameters per task and reload them with use_task() "
+                       "- USES TASK IDENTITY AT TEST TIME"),
+    )
     presets = {
         "pmnist-100": dict(lr=3.7e-5, metaplasticity=7.2, weight_decay=2.9e-9),
         "pmnist-2000": dict(lr=1e-5, metaplasticity=6.3, weight_decay=1.46e-6),
