@@ -186,6 +186,22 @@ def test_active_runs_are_reused_and_deterministic(tmp_path, quick_out):
     assert _quick("query-dynamics", tmp_path) == 1
 
 
+@needs_tiny
+def test_query_dynamics_on_a_repeated_stream(tmp_path, capsys):
+    assert _quick("query-dynamics", tmp_path, "--stream-repeats", "2") == 0
+    res = next((tmp_path / "runs").rglob("result.json"))
+    assert json.loads(res.with_name("config.json").read_text())["benchmark_options"]["stream_repeats"] == 2
+    # quick scale: 2 tasks of 60 examples, each streamed twice
+    assert json.loads(res.read_text())["examples_seen"] == 2 * 2 * 60
+    assert "[stream x2]" in (tmp_path / "query-dynamics.md").read_text()
+    assert "--stream-repeats 2" in json.loads((tmp_path / "query-dynamics.json").read_text())["command"]
+    capsys.readouterr()
+    assert _quick("memory-window", tmp_path, "--stream-repeats", "2") == 2
+    assert "--stream-repeats applies to the active-learning entries" in capsys.readouterr().err
+    assert _quick("query-dynamics", tmp_path, "--stream-repeats", "0") == 2
+    assert "--stream-repeats must be an integer >= 1, got 0" in capsys.readouterr().err
+
+
 def test_feature_entries_reject_a_wrong_benchmark(tmp_path, capsys):
     assert _quick("animals-al", tmp_path, "--benchmark", "objects-ti") == 2
     assert "animals-ti or animals" in capsys.readouterr().err

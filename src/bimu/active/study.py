@@ -92,7 +92,8 @@ def plan(name: str, seeds=(0, 1, 2)) -> list[dict]:
     (tau = 0.1, 1,024 features), ``objects-budget`` (budget controller B = 3/5/10%, 2 seeds),
     ``objects-tune`` (validation split: 100% baseline per :data:`TUNE_TRIALS` entry),
     ``objects-tuned:<json overrides>`` (test runs with chosen overrides, 2 seeds),
-    ``objects-repeat<R>`` (every task streamed R times, 1,024 features), ``objects-std`` (streaming
+    ``objects-repeat<R>`` (every task streamed R times, 1,024 features; ``objects-repeat<R>-std`` with
+    standardised inputs, 2 seeds), ``objects-std`` (streaming
     standardisation, 8,192 features, 2 seeds), ``animals`` and ``animals-extra`` (animals-ti acceptance),
     ``animals-std`` (animals-ti with streaming standardisation), ``animals-tune`` (validation split,
     standardised inputs: 100% baseline and VR tau = 0.5 / 0.6 per :data:`ANIMALS_TUNE_TRIALS` entry, 2
@@ -121,8 +122,12 @@ def plan(name: str, seeds=(0, 1, 2)) -> list[dict]:
     if name.startswith("objects-tuned:"):
         hp = json.loads(name.split(":", 1)[1])
         return _grid("objects-ti", 8192, s[:2], hp=hp, rnd=(0.05, 0.1, 0.25), vr=(0.4,))  # time: 2 seeds
-    if name.startswith("objects-repeat"):  # objects-repeat<R>: every task's data streamed R times
-        r = int(name[len("objects-repeat"):] or 8)
+    if name.startswith("objects-repeat"):  # objects-repeat<R>[-std]: every task's data streamed R times
+        std = name.endswith("-std")
+        r = int(name[len("objects-repeat"):len(name) - 4 * std] or 8)
+        if std:  # standardised inputs: VR does not collapse (2 seeds for time)
+            return _grid("objects-ti", 1024, s[:2], repeat=r, standardize=True, rnd=(0.03, 0.1),
+                         vr=(0.4, 0.5, 0.6, 0.7))
         return _grid("objects-ti", 1024, s, repeat=r, rnd=(0.03, 0.1), vr=(0.4, 0.6))
     if name == "objects-std":  # streaming per-feature standardisation of the inputs
         return _grid("objects-ti", 8192, s[:2], standardize=True, rnd=(0.05,), vr=(0.4, 0.6))  # time: 2 seeds

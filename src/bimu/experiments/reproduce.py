@@ -189,7 +189,8 @@ class Row:
 @dataclasses.dataclass
 class Options:
     """What ``bimu reproduce`` was asked: seeds, scale, output folder, engine, data dir, threads, parallel
-    jobs and, for the feature-benchmark entries, the benchmark (``None``: the entry's default)."""
+    jobs and, for the feature-benchmark entries, the benchmark (``None``: the entry's default) and, for
+    the active-learning entries, how many times each task's stream is repeated."""
 
     seeds: tuple[int, ...] = (0,)
     scale: str = "full"
@@ -200,6 +201,7 @@ class Options:
     progress: bool | None = False
     jobs: int = 1
     benchmark: str | None = None
+    stream_repeats: int = 1
 
 
 def base_config(opts: Options, *, tasks_full: int, method: str, train_limit: int = 300, test_limit: int = 300,
@@ -301,6 +303,8 @@ class Entry:
     rows: Callable[[Options], list[Row]] | None = None
     build: Callable[..., Report] | None = None
     figures: Callable[..., list[Path]] | None = None
+    repeatable_stream: bool = False
+    """Whether ``--stream-repeats`` applies (the active-learning entries)."""
 
 
 ENTRIES: dict[str, Entry] = {
@@ -464,6 +468,9 @@ def reproduce(name: str, opts: Options, log=None) -> tuple[Table, dict[str, Path
         raise ValueError(f"--scale must be one of {SCALES}, got {opts.scale!r}")
     check_jobs(opts.jobs)
     entry = ENTRIES[name]
+    if opts.stream_repeats != 1 and not entry.repeatable_stream:
+        raise ValueError(f"--stream-repeats applies to the active-learning entries "
+                         f"({', '.join(sorted(e for e in ENTRIES if ENTRIES[e].repeatable_stream))}), not {name!r}")
     benchmarks: list[str] = []
     figures: list[Path] = []
     if entry.build is not None:
@@ -503,6 +510,9 @@ def add_options(parser: argparse.ArgumentParser) -> None:
                         help="feature-benchmark entries (openloris, standardisation, *-al, vr-samples, "
                              "budget-controller, query-dynamics): run on this benchmark instead of the "
                              "offline stand-in, e.g. openloris when its data are present")
+    parser.add_argument("--stream-repeats", type=int, default=None, metavar="R",
+                        help="active-learning entries: stream each task's training data R times, each copy in "
+                             "its own order (default 1; animals-ti x 4 has the paper's Animals stream length)")
 
 
 def options_parser() -> argparse.ArgumentParser:
@@ -517,7 +527,7 @@ def cli(name: str, args: argparse.Namespace, extra: Sequence[str]) -> int:
     options after it in ``extra``; prints the markdown table and where the files are."""
     ns = options_parser().parse_args(list(extra), namespace=argparse.Namespace(**{
         k: getattr(args, k, None) for k in ("seeds", "scale", "out", "engine", "data_dir", "threads", "jobs",
-                                            "benchmark")}))
+                                            "benchmark", "stream_repeats")}))
     scale = ns.scale or "full"
     n = ns.seeds if ns.seeds is not None else (5 if scale == "full" else 1)
     try:
@@ -525,7 +535,8 @@ def cli(name: str, args: argparse.Namespace, extra: Sequence[str]) -> int:
 
         opts = Options(seeds=seeds_of(n), scale=scale, out=ns.out or "reproduce", engine=ns.engine or "auto",
                        data_dir=ns.data_dir, threads=ns.threads or 1,
-                       jobs=default_jobs() if ns.jobs is None else ns.jobs, benchmark=ns.benchmark)
+                       jobs=default_jobs() if ns.jobs is None else ns.jobs, benchmark=ns.benchmark,
+                       stream_repeats=1 if ns.stream_repeats is None else ns.stream_repeats)
         table, paths, code = reproduce(name, opts)
     except KeyboardInterrupt:
         return 130

@@ -142,7 +142,7 @@ def animals_setup(opts: Options) -> ALSetup:
     bench = opts.benchmark or "animals-ti"
     if bench not in ("animals-ti", "animals"):
         raise ValueError(f"--benchmark for animals-al must be animals-ti or animals, got {bench!r}")
-    return ALSetup(bench, {"n_features": 1024 if opts.scale == "quick" else None}, "animals")
+    return ALSetup(bench, _with_repeats({"n_features": 1024 if opts.scale == "quick" else None}, opts), "animals")
 
 
 def objects_setup(opts: Options) -> ALSetup:
@@ -154,7 +154,15 @@ def objects_setup(opts: Options) -> ALSetup:
     options = {"n_features": 1024 if opts.scale == "quick" else 8192}
     if bench == "openloris":
         options["imbalanced"] = True
-    return ALSetup(bench, options, "openloris-8192-imbalanced")
+    return ALSetup(bench, _with_repeats(options, opts), "openloris-8192-imbalanced")
+
+
+def _with_repeats(options: dict, opts: Options) -> dict:
+    """``options`` plus ``stream_repeats`` when the stream is repeated (so run directories record it)."""
+    r = opts.stream_repeats
+    if isinstance(r, bool) or not isinstance(r, int) or r < 1:
+        raise ValueError(f"--stream-repeats must be an integer >= 1, got {r!r}")
+    return options if r == 1 else {**options, "stream_repeats": r}
 
 
 QUICK_LIMITS = {"n_tasks": 2, "train_limit": 60, "test_limit": 100}
@@ -166,13 +174,17 @@ _BENCH_CACHE: dict[str, Any] = {}
 def load_benchmark(setup: ALSetup, opts: Options):
     """The entry's benchmark (cut down at quick scale); cached per process."""
     from bimu.data.benchmarks import get_benchmark
-    from bimu.data.views import LimitedBenchmark
+    from bimu.data.views import LimitedBenchmark, RepeatedStream
 
     key = json.dumps([setup.benchmark, setup.options, opts.scale, opts.data_dir], sort_keys=True)
     if key not in _BENCH_CACHE:
-        bench = get_benchmark(setup.benchmark, data_dir=opts.data_dir, **setup.options)
+        options = dict(setup.options)
+        repeats = options.pop("stream_repeats", 1)
+        bench = get_benchmark(setup.benchmark, data_dir=opts.data_dir, **options)
         if opts.scale == "quick":
             bench = LimitedBenchmark(bench, **QUICK_LIMITS)
+        if repeats != 1:
+            bench = RepeatedStream(bench, repeats)
         _BENCH_CACHE[key] = bench
     return _BENCH_CACHE[key]
 
@@ -309,6 +321,7 @@ def _notes(setup: ALSetup, opts: Options, name: str, method: str = "bimu") -> li
 
 def _title(base: str, setup: ALSetup, opts: Options) -> str:
     return (base + (f" [stand-in: {setup.benchmark}]" if is_standin(setup.benchmark) else "")
+            + (f" [stream x{opts.stream_repeats}]" if opts.stream_repeats != 1 else "")
             + ("" if opts.scale == "full" else " [quick]"))
 
 
@@ -446,13 +459,14 @@ def build_query_dynamics(opts: Options, log=None) -> Report:
 ACTIVE_ENTRIES = (
     Entry("animals-al", "Imbalanced Animals active learning: accuracy vs queried fraction",
           build=build_grid("animals-al", "Imbalanced Animals active learning (BiMU): accuracy vs queried fraction",
-                           animals_setup, rows_animals)),
+                           animals_setup, rows_animals), repeatable_stream=True),
     Entry("openloris-al", "Imbalanced OpenLORIS-Object active continual learning: accuracy vs queried fraction",
           build=build_grid("openloris-al", "Imbalanced OpenLORIS-Object active continual learning (BiMU): "
-                           "accuracy vs queried fraction", objects_setup, rows_openloris_al)),
-    Entry("vr-samples", "Number of VR predictors K", build=build_vr_samples),
-    Entry("budget-controller", "Budget-driven adaptive VR thresholding", build=build_budget),
-    Entry("query-dynamics", "Temporal distribution of VR updates", build=build_query_dynamics),
+                           "accuracy vs queried fraction", objects_setup, rows_openloris_al), repeatable_stream=True),
+    Entry("vr-samples", "Number of VR predictors K", build=build_vr_samples, repeatable_stream=True),
+    Entry("budget-controller", "Budget-driven adaptive VR thresholding", build=build_budget, repeatable_stream=True),
+    Entry("query-dynamics", "Temporal distribution of VR updates", build=build_query_dynamics,
+          repeatable_stream=True),
 )
 """The entries this module adds to :data:`bimu.experiments.reproduce.ENTRIES`."""
 
