@@ -202,6 +202,25 @@ def test_query_dynamics_on_a_repeated_stream(tmp_path, capsys):
     assert "--stream-repeats must be an integer >= 1, got 0" in capsys.readouterr().err
 
 
+@needs_tiny
+def test_rows_option_runs_only_the_named_rows(tmp_path, capsys):
+    assert _quick("animals-al", tmp_path, "--rows", "all", "vr-0.1") == 0
+    ran = sorted(p.parent.parent.name for p in (tmp_path / "runs").rglob("result.json"))
+    assert ran == ["all", "vr-0.1"]
+    md = (tmp_path / "animals-al.md").read_text()
+    assert "--rows all vr-0.1: the rows" in md and "were not run by this command" in md
+    assert "--rows all vr-0.1" in json.loads((tmp_path / "animals-al.json").read_text())["command"]
+    capsys.readouterr()
+    assert _quick("animals-al", tmp_path, "--rows", "nope") == 2
+    assert "--rows: animals-al has no row 'nope'; its rows: all, vr-" in capsys.readouterr().err
+
+
+def test_rows_option_on_a_run_table(tmp_path, capsys):
+    assert _quick("pmnist-1000", tmp_path, "--rows", "bimux") == 2
+    assert "--rows: pmnist-1000 has no row 'bimux'; its rows: bimu, sgd" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()  # refused before any run
+
+
 def test_feature_entries_reject_a_wrong_benchmark(tmp_path, capsys):
     assert _quick("animals-al", tmp_path, "--benchmark", "objects-ti") == 2
     assert "animals-ti or animals" in capsys.readouterr().err

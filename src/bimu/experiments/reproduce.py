@@ -202,6 +202,8 @@ class Options:
     jobs: int = 1
     benchmark: str | None = None
     stream_repeats: int = 1
+    rows: tuple[str, ...] | None = None
+    """Run only the rows with these slugs (``None``: all); the other rows' completed runs are reused."""
 
 
 def base_config(opts: Options, *, tasks_full: int, method: str, train_limit: int = 300, test_limit: int = 300,
@@ -338,6 +340,26 @@ def row_dir(opts: Options, entry: str, row: Row) -> Path:
     return Path(opts.out) / "runs" / opts.scale / entry / row.slug
 
 
+def selected_rows(opts: Options, name: str, slugs: Sequence[str]) -> set[str]:
+    """The row slugs of entry ``name`` to run: all of ``slugs``, or ``opts.rows`` (ValueError naming
+    an unknown slug and listing the entry's)."""
+    if opts.rows is None:
+        return set(slugs)
+    unknown = [r for r in opts.rows if r not in slugs]
+    if unknown:
+        raise ValueError(f"--rows: {name} has no row {unknown[0]!r}; its rows: {', '.join(slugs)}")
+    return set(opts.rows)
+
+
+def rows_note(opts: Options, slugs: Sequence[str]) -> list[str]:
+    """The table note saying which rows this command did not run (``--rows``)."""
+    if opts.rows is None:
+        return []
+    skipped = [s for s in slugs if s not in opts.rows]
+    return [f"--rows {' '.join(opts.rows)}: the rows {', '.join(skipped)} were not run by this command "
+            "(their completed runs, if any, are shown)"] if skipped else []
+
+
 def run_rows(entry: Entry, opts: Options, log=None) -> tuple[list[Row], dict[str, list[dict]], int]:
     """Run (or reuse) every applicable row, one job per (row, seed) side by side with ``opts.jobs``
     processes (:func:`~bimu.experiments.parallel.run_jobs`); returns ``(rows, summaries by row slug,
@@ -347,9 +369,10 @@ def run_rows(entry: Entry, opts: Options, log=None) -> tuple[list[Row], dict[str
     from bimu.experiments.runner import preflight
 
     rows = entry.rows(opts)
+    chosen = selected_rows(opts, entry.name, [r.slug for r in rows])
     jobs = []
     for row in rows:
-        if row.config is None:
+        if row.config is None or row.slug not in chosen:
             continue
         cfg = row.config.replace(out=str(row_dir(opts, entry.name, row)))
         preflight(cfg)
@@ -430,6 +453,7 @@ def run_table(entry: Entry, opts: Options, rows: Sequence[Row], summaries: dict[
     if opts.scale == "quick":
         notes.append("quick scale: 2 tasks on a few hundred examples; numbers are a smoke test, "
                      "not comparable with the paper's")
+    notes += rows_note(opts, [r.slug for r in rows if r.config is not None])
     benches = {r.config.benchmark for r in rows if r.config is not None}
     ood = "Fashion-MNIST" if benches <= {"pmnist"} else "the held-out OOD class" if "pmnist" not in benches \
         else "Fashion-MNIST (Permuted MNIST) or the held-out OOD class (feature benchmarks)"
@@ -510,6 +534,9 @@ def add_options(parser: argparse.ArgumentParser) -> None:
                         help="feature-benchmark entries (openloris, standardisation, *-al, vr-samples, "
                              "budget-controller, query-dynamics): run on this benchmark instead of the "
                              "offline stand-in, e.g. openloris when its data are present")
+    parser.add_argument("--rows", nargs="+", default=None, metavar="SLUG",
+                        help="run only these rows of the table (their folder names under OUT/runs/SCALE/NAME, "
+                             "e.g. bimu); the other rows' completed runs are still shown")
     parser.add_argument("--stream-repeats", type=int, default=None, metavar="R",
                         help="active-learning entries: stream each task's training data R times, each copy in "
                              "its own order (default 1; animals-ti x 4 has the paper's Animals stream length)")
@@ -527,7 +554,7 @@ def cli(name: str, args: argparse.Namespace, extra: Sequence[str]) -> int:
     options after it in ``extra``; prints the markdown table and where the files are."""
     ns = options_parser().parse_args(list(extra), namespace=argparse.Namespace(**{
         k: getattr(args, k, None) for k in ("seeds", "scale", "out", "engine", "data_dir", "threads", "jobs",
-                                            "benchmark", "stream_repeats")}))
+                                            "benchmark", "stream_repeats", "rows")}))
     scale = ns.scale or "full"
     n = ns.seeds if ns.seeds is not None else (5 if scale == "full" else 1)
     try:
@@ -536,7 +563,8 @@ def cli(name: str, args: argparse.Namespace, extra: Sequence[str]) -> int:
         opts = Options(seeds=seeds_of(n), scale=scale, out=ns.out or "reproduce", engine=ns.engine or "auto",
                        data_dir=ns.data_dir, threads=ns.threads or 1,
                        jobs=default_jobs() if ns.jobs is None else ns.jobs, benchmark=ns.benchmark,
-                       stream_repeats=1 if ns.stream_repeats is None else ns.stream_repeats)
+                       stream_repeats=1 if ns.stream_repeats is None else ns.stream_repeats,
+                       rows=None if ns.rows is None else tuple(ns.rows))
         table, paths, code = reproduce(name, opts)
     except KeyboardInterrupt:
         return 130

@@ -30,7 +30,18 @@ from typing import Any
 
 import numpy as np
 
-from bimu.experiments.reproduce import ENTRIES, METHOD_NAMES, Entry, Options, Report, Table, data_status, is_standin
+from bimu.experiments.reproduce import (
+    ENTRIES,
+    METHOD_NAMES,
+    Entry,
+    Options,
+    Report,
+    Table,
+    data_status,
+    is_standin,
+    rows_note,
+    selected_rows,
+)
 
 # ------------------------------------------------------------------------------------ paper numbers
 PAPER_ANIMALS_POINTS = {"all": "86.28 (100% queried)", "vr": "84.46 at 11% queried; 87.12 at 18% queried"}
@@ -285,8 +296,10 @@ def run_al_rows(name: str, setup: ALSetup, rows: Sequence[ALRow], opts: Options,
     from bimu.experiments.parallel import Job, run_jobs
 
     torch.set_num_threads(int(opts.threads))
+    chosen = selected_rows(opts, name, [r.slug for r in rows])
     load_benchmark(setup, opts)  # a missing data set fails here, before any job starts
-    jobs = [Job(f"{row.slug}/seed-{s}", run_one, (setup, opts, name, row, s)) for row in rows for s in opts.seeds]
+    jobs = [Job(f"{row.slug}/seed-{s}", run_one, (setup, opts, name, row, s)) for row in rows for s in opts.seeds
+            if row.slug in chosen]
     codes = run_jobs(jobs, opts.jobs, log=log)
     results = {}
     for row in rows:
@@ -306,7 +319,7 @@ def _pm(vals, scale=100.0, digits=2) -> str:
     return fmt_pm([v for v in vals if v is not None], scale, digits)
 
 
-def _notes(setup: ALSetup, opts: Options, name: str, method: str = "bimu") -> list[str]:
+def _notes(setup: ALSetup, opts: Options, name: str, method: str = "bimu", rows: Sequence[ALRow] = ()) -> list[str]:
     notes = [f"data: {setup.benchmark} ({data_status(setup.benchmark)}), options {setup.options}; "
              f"method {METHOD_NAMES.get(method, method)} (preset {setup.preset}); runs under "
              f"{Path(opts.out) / 'runs' / opts.scale / name}; mean ± std over seeds (sample std)"]
@@ -316,7 +329,7 @@ def _notes(setup: ALSetup, opts: Options, name: str, method: str = "bimu") -> li
     if opts.scale == "quick":
         notes.append("quick scale: 2 tasks (1 for Animals) of 60 examples and 1 024 features; a smoke test, "
                      "not comparable with the paper's numbers")
-    return notes
+    return notes + rows_note(opts, [r.slug for r in rows])
 
 
 def _title(base: str, setup: ALSetup, opts: Options) -> str:
@@ -355,7 +368,7 @@ def queried_table(name: str, title: str, setup: ALSetup, rows: Sequence[ALRow], 
                                  _pm([r.get("rare_accuracy") for r in res]),
                                  _pm([r.get("frequent_accuracy") for r in res]), row.paper.get("acc", "-"),
                                  ",".join(str(r["seed"]) for r in res) or "-"])
-    notes = _notes(setup, opts, name)
+    notes = _notes(setup, opts, name, rows=rows)
     notes.append("the paper gives these curves as figures; its column holds the points its text quotes "
                  "(BiMU, overall accuracy)")
     table = Table(_title(title, setup, opts), header, out, notes)
@@ -395,7 +408,7 @@ def paired_table(name: str, title: str, setup: ALSetup, rows: Sequence[ALRow], o
         for _, key, paper in quantities:
             cells += [_pm([r[key] for r in res]), row.paper.get(paper, "-")]
         out.append(cells + [",".join(str(r["seed"]) for r in res) or "-"])
-    notes = _notes(setup, opts, name) + [note]
+    notes = _notes(setup, opts, name, rows=rows) + [note]
     return Report(Table(_title(title, setup, opts), header + ["Seeds"], out, notes), [], code, [setup.benchmark])
 
 

@@ -33,6 +33,8 @@ def reproduce_command(name: str, opts) -> str:
              str(opts.out)]
     if getattr(opts, "benchmark", None):
         parts += ["--benchmark", opts.benchmark]
+    if getattr(opts, "rows", None):
+        parts += ["--rows", *opts.rows]
     if getattr(opts, "stream_repeats", 1) != 1:
         parts += ["--stream-repeats", str(opts.stream_repeats)]
     if getattr(opts, "engine", "auto") != "auto":
