@@ -317,6 +317,11 @@ def test_results_page_from_manifests(tmp_path, quick_out):
     assert "`bimu reproduce learning-rate-map --scale quick --seeds 1" in text
     assert "- scale: quick (smoke test" in text and "- seeds: 0 (1 seed)" in text
     assert "learning-rate-map.png)" in text and "| lambda | dL/dlambda | eta |" in text
+    assert "Studies kept outside these tables: `docs/active-learning.md`" in text
+    root = Path(__file__).resolve().parents[1]
+    pointers = text.split("Studies kept outside these tables:")[1].split("\n")[0]
+    for study_path in re.findall(r"`([\w./-]+\.md)`", pointers):
+        assert (root / study_path).is_file(), study_path  # every pointer names a file of the repository
     if (quick_out / "openloris.json").is_file():
         assert "objects-ti (stand-in for openloris)" in text and "Stand-in data" in text
     assert main(["report", "--results-page", str(page), str(tmp_path / "missing")]) == 2
