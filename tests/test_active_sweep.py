@@ -84,6 +84,7 @@ def test_cli_parsers_and_errors():
     a = p.parse_args(["sweep-threshold", "animals-ti", "--scores", "vr", "random", "--thresholds", "0.1",
                       "--out", "x"])
     assert a.func is cli._sweep and a.scores == ["vr", "random"] and a.mc_samples == 10
+    assert a.stream_repeats == 1
     a = p.parse_args(["run-active", "objects-ti", "--active", "vr", "--threshold", "0.2", "--mc-samples", "5"])
     acq = cli.acquisition_from_args(a)
     assert acq.describe() == "vr@0.2" and acq.mc_samples == 5
@@ -126,3 +127,17 @@ def test_run_active_is_an_alias_of_run_active_option(monkeypatch):
     assert seen["args"].active == "vr"
     assert top.main(["run-active", "objects-ti"]) == 2  # --active is required
     assert top.main(["run-active", "objects-ti", "--active", "bald", "--threshold", "0.1"]) == 2
+
+
+def test_sweep_cli_streams_the_benchmark_repeatedly(monkeypatch):
+    import bimu.data.feature_benchmarks as fb
+
+    monkeypatch.setattr(fb, "get_feature_benchmark", lambda name, **kw: toy_benchmark())
+    p = argparse.ArgumentParser()
+    cli.add_parser(p.add_subparsers())
+    a = p.parse_args(["sweep-threshold", "toy", "--stream-repeats", "3", "--out", "x"])
+    bench, _, _ = cli._load(a)
+    n = len(toy_benchmark().train_task(0, 0)[1])
+    assert bench.name == "toyx3" and len(bench.train_task(0, 0)[1]) == 3 * n
+    a = p.parse_args(["sweep-threshold", "toy", "--out", "x"])
+    assert cli._load(a)[0].name == "toy"
