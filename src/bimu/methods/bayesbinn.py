@@ -30,11 +30,11 @@ from typing import Any
 import torch
 
 from bimu.methods.base import Hyperparameter, MethodInfo, OnlineMethod, SCORE_NAMES, hyperparameter_table, non_negative, positive
-from bimu.methods.bimu import mc_nll
+from bimu.methods.bimu import BINARY_BAYESIAN_MLP_HYPERPARAMETERS, binary_bayesian_mlp, mc_nll
 from bimu.methods.footprint import nested_tensor_bytes
 from bimu.nn.activations import rbg, sign_ste
 from bimu.nn.bernoulli import relaxed_noise
-from bimu.nn.mlp import ACTIVATIONS, BinaryBayesianMLP, layer_norm
+from bimu.nn.mlp import BinaryBayesianMLP, layer_norm
 from bimu.optim.bayesbinn import BayesBiNN, bayesbinn_mu_gradient
 
 
@@ -70,12 +70,7 @@ class BayesBiNNMethod(OnlineMethod):
     hyperparameters = hyperparameter_table(
         positive("lr", float, 0.77, "alpha N: learning rate of the natural parameters"),
         non_negative("prior_strength", float, 1.25e-5, "1/N: pull towards lambda_prior"),
-        positive("n_samples", int, 5, "K: relaxed MC samples for the gradient"),
-        positive("n_eval_samples", int, 5, "hard MC samples for prediction and scores"),
-        positive("temperature", float, 1.0, "relaxation temperature T"),
-        Hyperparameter("activation", str, "rbg", "hidden activation", choices=ACTIVATIONS),
-        Hyperparameter("output_norm", bool, True, "LayerNorm on the logits (paper's network)"),
-        positive("gate_width", float, 1.0, "RBG threshold"),
+        *BINARY_BAYESIAN_MLP_HYPERPARAMETERS,
         Hyperparameter("lambda_init", str, "zero", "initial lambda: 'zero' (as run) or 'uniform' "
                        "(U(+-1/sqrt(fan_in)), like BiMU)", choices=("zero", "uniform")),
     )
@@ -91,8 +86,7 @@ class BayesBiNNMethod(OnlineMethod):
 
     def _build(self, generator: torch.Generator) -> None:
         hp = self.hparams
-        self.model = BinaryBayesianMLP(self.sizes, activation=hp["activation"], output_norm=hp["output_norm"],
-                                       temperature=hp["temperature"], gate_width=hp["gate_width"])
+        self.model = binary_bayesian_mlp(self.sizes, hp)
         for layer in self.model.layers:
             if hp["lambda_init"] == "uniform":
                 layer.reset_parameters(generator)

@@ -35,6 +35,25 @@ def mc_nll(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return -picked.mean(0).sum()
 
 
+BINARY_BAYESIAN_MLP_HYPERPARAMETERS = (
+    positive("n_samples", int, 5, "K: relaxed MC samples for the gradient"),
+    positive("n_eval_samples", int, 5, "hard MC samples for prediction and scores"),
+    positive("temperature", float, 1.0, "relaxation temperature T"),
+    Hyperparameter("activation", str, "rbg", "hidden activation", choices=ACTIVATIONS),
+    Hyperparameter("output_norm", bool, True, "LayerNorm on the logits (paper's network)"),
+    positive("gate_width", float, 1.0, "RBG threshold"),
+)
+"""The sampling and network hyperparameters that every method on :class:`BinaryBayesianMLP` declares
+(BiMU and BayesBiNN), in their declaration order."""
+
+
+def binary_bayesian_mlp(sizes, hparams: Mapping[str, Any]) -> BinaryBayesianMLP:
+    """The paper's binary Bayesian MLP of ``sizes`` configured by the hyperparameters of
+    :data:`BINARY_BAYESIAN_MLP_HYPERPARAMETERS` in ``hparams`` (its lambdas as the layers create them)."""
+    return BinaryBayesianMLP(sizes, activation=hparams["activation"], output_norm=hparams["output_norm"],
+                             temperature=hparams["temperature"], gate_width=hparams["gate_width"])
+
+
 class BiMUMethod(OnlineMethod):
     """Binary Metaplasticity from Uncertainty (this paper)."""
 
@@ -54,12 +73,7 @@ class BiMUMethod(OnlineMethod):
         non_negative("kl_multiplier", float, 1.0, "beta_KL: scale of the KL terms"),
         positive("memory_window", float, 1000.0, "N: forgetting horizon in updates"),
         Hyperparameter("prior", float, 0.0, "lambda_prior (natural parameter of the prior)"),
-        positive("n_samples", int, 5, "K: relaxed MC samples for the gradient"),
-        positive("n_eval_samples", int, 5, "hard MC samples for prediction and scores"),
-        positive("temperature", float, 1.0, "relaxation temperature T"),
-        Hyperparameter("activation", str, "rbg", "hidden activation", choices=ACTIVATIONS),
-        Hyperparameter("output_norm", bool, True, "LayerNorm on the logits (paper's network)"),
-        positive("gate_width", float, 1.0, "RBG threshold"),
+        *BINARY_BAYESIAN_MLP_HYPERPARAMETERS,
     )
     presets = {
         # Appendix, Table "Hyperparameter configurations ... Permuted MNIST ... 100 neurons".
@@ -85,8 +99,7 @@ class BiMUMethod(OnlineMethod):
 
     def _build(self, generator: torch.Generator) -> None:
         hp = self.hparams
-        self.model = BinaryBayesianMLP(self.sizes, activation=hp["activation"], output_norm=hp["output_norm"],
-                                       temperature=hp["temperature"], gate_width=hp["gate_width"])
+        self.model = binary_bayesian_mlp(self.sizes, hp)
         for layer in self.model.layers:
             layer.reset_parameters(generator)
         self.optimizer = BiMU(self.model.parameters(), lr=hp["lr"], lr_max=hp["lr_max"],
