@@ -39,3 +39,17 @@ def test_reproduce_dispatches_to_the_named_command(monkeypatch):
     assert spy(["reproduce", "compute-cost", "--k", "2"]) == 0
     assert calls[-1] == [REPRODUCTIONS["compute-cost"], "--k", "2"]
     assert main is real_main
+
+
+def test_python_dash_m_bimu_is_the_same_command_line():
+    import subprocess
+    import sys
+
+    import bimu
+
+    done = subprocess.run([sys.executable, "-m", "bimu", "--version"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert bimu.__version__ in done.stdout
+    bad = subprocess.run([sys.executable, "-m", "bimu", "no-such-command"], capture_output=True, text=True,
+                         timeout=120)
+    assert bad.returncode == 2 and "no-such-command" in bad.stderr
