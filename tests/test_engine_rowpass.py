@@ -72,3 +72,27 @@ def test_row_pass_rows_are_independent_of_blocking():
 def test_row_pass_rejects_unsupported_sample_counts(K):
     with pytest.raises(ValueError, match="1 <= K <= 64"):
         row_pass_kernel(K)
+
+
+def test_step_anatomy_variants_rewrite_every_sample_of_the_generated_kernel():
+    """benchmarks/step_anatomy.py times counterfactual kernels made by rewriting the generated source:
+    each rewrite must still hit all K samples (a template change must not silently time the real one)."""
+    import importlib.util
+    from pathlib import Path
+
+    from bimu.engine.rowpass import _sample_row_source
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "step_anatomy.py"
+    spec = importlib.util.spec_from_file_location("step_anatomy", path)
+    anatomy = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(anatomy)
+    K = 5
+    src = _sample_row_source(K)
+    assert src.count("_h32(") == K and src.count(anatomy._DIVIDE) == K
+    no_hash = anatomy.VARIANTS["no hash"](src)
+    assert "_h32(" not in no_hash and no_hash.count("_mul32(_add32(base") == K
+    no_div = anatomy.VARIANTS["no division"](src)
+    assert anatomy._DIVIDE not in no_div and no_div.count(anatomy._MULTIPLY) == K
+    neither = anatomy.VARIANTS["neither"](src)
+    assert "_h32(" not in neither and anatomy._DIVIDE not in neither
+    assert anatomy.VARIANTS["real kernel"](src) == src
