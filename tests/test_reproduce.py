@@ -121,6 +121,50 @@ def test_full_scale_configs_follow_the_paper():
     assert all(r.config.tasks == 1000 and r.config.eval_all_every == 0 and r.config.eval_final == "last" for r in t1)
 
 
+def test_same_configuration_compares_what_trains():
+    opts = rp.Options(seeds=(0, 1))
+    base = rp.base_config(opts, tasks_full=100, method="bimu")
+    assert rp.same_configuration(base, base.replace(overrides={"memory_window": 700}))  # = the preset's value
+    assert rp.same_configuration(base, base.replace(seeds=(3,), out="elsewhere", threads=2))
+    assert not rp.same_configuration(base, base.replace(overrides={"memory_window": 701}))
+    assert not rp.same_configuration(base, base.replace(tasks=99))
+    assert not rp.same_configuration(base, rp.base_config(opts, tasks_full=100, method="bayesbinn"))
+
+
+def test_full_scale_activation_shares_the_identical_memory_window_runs():
+    opts = rp.Options(seeds=(0, 1), out="repro")
+    act = {r.slug: r for r in rp.rows_activation(opts)}
+    mw = {r.slug: r for r in rp.rows_memory_window(opts)}
+    assert act["bimu-rbg"].same_runs_as == ("memory-window", "bimu-N700")
+    assert act["bayesbinn-rbg"].same_runs_as == ("memory-window", "bayesbinn")
+    assert rp.row_dir(opts, "activation", act["bimu-rbg"]) == rp.row_dir(opts, "memory-window", mw["bimu-N700"])
+    assert "same runs as memory-window row bimu-N700" in act["bimu-rbg"].note
+    for slug in ("bimu-sign", "bayesbinn-sign", "mesu-default"):
+        assert act[slug].same_runs_as is None
+        assert rp.row_dir(opts, "activation", act[slug]) == Path("repro/runs/full/activation") / slug
+    quick = rp.Options(seeds=(0,), scale="quick")  # quick rows differ (example limits): nothing shared
+    assert all(r.same_runs_as is None for r in rp.rows_activation(quick))
+
+
+@needs_data
+def test_a_shared_row_reuses_the_other_tables_runs(tmp_path, monkeypatch):
+    # make the quick activation rows' limits those of memory-window, so BiMU RBG = memory-window N = 700
+    real = rp.base_config
+    monkeypatch.setattr(rp, "base_config", lambda opts, **kw: real(opts, **{k: v for k, v in kw.items()
+                                                                               if k not in ("train_limit", "test_limit")}))
+    assert _quick("memory-window", tmp_path) == 0
+    _, _, mw_rows, _ = _tables(tmp_path, "memory-window")
+    before = _run_files(tmp_path)
+    assert main(["reproduce", "activation", "--scale", "quick", "--engine", "torch", "--seeds", "1", "--out",
+                 str(tmp_path), "--rows", "bimu-rbg"]) == 0
+    assert _run_files(tmp_path) == before  # nothing trained: memory-window's run was reused
+    md, _, rows, _ = _tables(tmp_path, "activation")
+    by = {(r[0], r[1]): r for r in rows}
+    assert by[("BiMU", "RBG")][2] == mw_rows[1][1] and mw_rows[1][0] == "700"
+    assert "same runs as memory-window row bimu-N700" in md
+    assert not (tmp_path / "runs" / "quick" / "activation" / "bimu-rbg").exists()
+
+
 def test_ood_auc_and_mmrr_cells():
     import numpy as np
 

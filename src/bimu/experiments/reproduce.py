@@ -184,6 +184,35 @@ class Row:
     config: RunConfig | None
     paper: dict[str, str]
     note: str = ""
+    same_runs_as: tuple[str, str] | None = None
+    """``(entry, slug)`` of another table's row with the same configuration, whose runs this row
+    shares (see :func:`share_runs`); ``None``: its own runs."""
+
+
+def same_configuration(a: RunConfig, b: RunConfig) -> bool:
+    """Whether two rows' configurations train and evaluate the same runs: every semantic field equal
+    and the same resolved hyperparameters (a preset value and an equal override are the same run)."""
+    from bimu.experiments.config import NON_SEMANTIC_KEYS
+
+    skip = (*NON_SEMANTIC_KEYS, "preset", "overrides")
+    da = {k: v for k, v in a.to_dict().items() if k not in skip}
+    db = {k: v for k, v in b.to_dict().items() if k not in skip}
+    return da == db and a.resolve_hparams()[1] == b.resolve_hparams()[1]
+
+
+def share_runs(rows: list[Row], other_entry: str, other_rows: list[Row]) -> list[Row]:
+    """Point each row of ``rows`` whose configuration equals a row of table ``other_entry`` at that
+    row's runs (:attr:`Row.same_runs_as`, with a note), so the same training runs once for both tables."""
+    for row in rows:
+        if row.config is None:
+            continue
+        for other in other_rows:
+            if other.config is not None and same_configuration(row.config, other.config):
+                row.same_runs_as = (other_entry, other.slug)
+                shared = f"same runs as {other_entry} row {other.slug} (identical configuration)"
+                row.note = f"{row.note}; {shared}" if row.note else shared
+                break
+    return rows
 
 
 @dataclasses.dataclass
@@ -260,7 +289,7 @@ def rows_activation(opts: Options) -> list[Row]:
                 rows.append(Row(label, f"{method}-{act}", None, paper,
                                 note=f"{method} {act.upper()}: not applicable here ({method} declares no "
                                      "'activation' hyperparameter)"))
-    return rows
+    return share_runs(rows, "memory-window", rows_memory_window(opts))
 
 
 def rows_pmnist_1000(opts: Options) -> list[Row]:
@@ -336,7 +365,11 @@ def memory_footprint_report(opts: Options) -> Table:
 
 
 def row_dir(opts: Options, entry: str, row: Row) -> Path:
-    """The ``--out`` of one row's runs: ``OUT/runs/<scale>/<entry>/<row>``."""
+    """The ``--out`` of one row's runs: ``OUT/runs/<scale>/<entry>/<row>``, or the shared row's folder
+    when the row has :attr:`Row.same_runs_as`."""
+    if row.same_runs_as is not None:
+        entry, slug = row.same_runs_as
+        return Path(opts.out) / "runs" / opts.scale / entry / slug
     return Path(opts.out) / "runs" / opts.scale / entry / row.slug
 
 
