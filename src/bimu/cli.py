@@ -21,6 +21,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "bimu.engine.cli",
     "bimu.experiments.tune_cli",
     "bimu.experiments.tables",
+    "bimu.experiments.status",
 )
 """Modules contributing subcommands (imported if importable; each exposes ``add_parser``)."""
 

@@ -1,0 +1,192 @@
+"""``bimu status``: where long runs stand, read from their run directories (nothing is loaded or run).
+
+For every seed directory under the given paths: its state (``complete``, ``running`` while a live
+process holds its lock, ``failed`` with an ``error.txt``, ``stopped`` part way, ``not started``), tasks
+done out of the stream's, the accuracy right after the last task, the recent training rate (median
+over the last :data:`RECENT_TASKS` tasks) and the time it still needs at that rate. The total says
+how much single-core work is left, which is what a resumed sitting has to plan for.
+
+>>> import tempfile, json
+>>> from bimu.experiments.rundir import RunDir, seed_dir
+>>> rd = RunDir(seed_dir(tempfile.mkdtemp(), "pmnist", "bimu", 0))
+>>> rd.write_json("config.json", {"benchmark": "pmnist", "method": "bimu", "tasks": 4})
+>>> rd.write_metrics([{"task": t, "steps": 600, "acc": 0.9, "train_seconds": 0.2, "eval_seconds": 0.05,
+...                    "steps_per_s": 3000.0} for t in range(3)])
+>>> s = seed_status(rd.path)
+>>> s["state"], s["tasks_done"], s["tasks"], s["steps_per_s"], s["seconds_left"]
+('stopped', 3, 4, 3000.0, 0.25)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from bimu.experiments.rundir import CONFIG, ERROR, METRICS, SUMMARY, pid_alive
+
+RECENT_TASKS = 10
+"""Tasks over which the recent rate and time per task are taken (medians)."""
+
+STATES = ("running", "stopped", "failed", "not started", "complete")
+"""Run states, in the order the table lists them."""
+
+
+def _lock_pid(path: Path) -> int | None:
+    try:
+        return int((path / ".lock").read_text().strip() or 0) or None
+    except (OSError, ValueError):
+        return None
+
+
+def seed_status(path: str | os.PathLike) -> dict[str, Any]:
+    """The status of one seed directory (holding ``config.json``): ``state``, ``tasks_done``, ``tasks``
+    (``None`` when the config leaves it to the benchmark and no summary says it), ``last_acc``,
+    ``steps_per_s`` and ``seconds_per_task`` (medians over the last tasks; ``None`` before the first),
+    ``seconds_left`` (``None`` when unknown) and ``error`` (the last line of ``error.txt``)."""
+    p = Path(path)
+    try:
+        cfg = json.loads((p / CONFIG).read_text())
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{p}: not a readable run directory ({CONFIG}: {e})") from None
+    records = []
+    if (p / METRICS).is_file():
+        records = [json.loads(line) for line in (p / METRICS).read_text().splitlines() if line.strip()]
+    summary = None
+    if (p / SUMMARY).is_file():
+        summary = json.loads((p / SUMMARY).read_text())
+    tasks = cfg.get("tasks")
+    if summary and summary.get("n_tasks"):
+        tasks = int(summary["n_tasks"])
+    done = len(records)
+    recent = records[-RECENT_TASKS:]
+    rates = [r["steps_per_s"] for r in recent if r.get("steps_per_s")]
+    per_task = [r.get("train_seconds", 0.0) + r.get("eval_seconds", 0.0) for r in recent if "train_seconds" in r]
+    error = None
+    if (p / ERROR).is_file():
+        lines = [x for x in (p / ERROR).read_text(errors="replace").splitlines() if x.strip()]
+        error = lines[-1] if lines else "error.txt is empty"
+    pid = _lock_pid(p)
+    if summary and summary.get("complete"):
+        state = "complete"
+    elif pid is not None and pid_alive(pid):
+        state = "running"
+    elif error is not None:
+        state = "failed"
+    elif done == 0:
+        state = "not started"
+    else:
+        state = "stopped"
+    seconds_per_task = statistics.median(per_task) if per_task else None
+    if state == "complete":
+        seconds_left = 0.0
+    elif tasks is not None and seconds_per_task is not None:
+        seconds_left = max(int(tasks) - done, 0) * seconds_per_task
+    else:
+        seconds_left = None
+    return {"path": str(p), "benchmark": cfg.get("benchmark"), "method": cfg.get("method"), "state": state,
+            "tasks_done": done, "tasks": tasks, "last_acc": records[-1].get("acc") if records else None,
+            "steps_per_s": statistics.median(rates) if rates else None, "seconds_per_task": seconds_per_task,
+            "seconds_left": seconds_left, "error": error}
+
+
+def find_runs(paths: Iterable[str | os.PathLike]) -> list[Path]:
+    """Every directory holding a ``config.json`` under ``paths`` (or the path itself), sorted;
+    FileNotFoundError naming a path that does not exist."""
+    found = set()
+    for p in map(Path, paths):
+        if not p.exists():
+            raise FileNotFoundError(f"no such run directory: {p}")
+        if (p / CONFIG).is_file():
+            found.add(p)
+        else:
+            found.update(c.parent for c in p.rglob(CONFIG))
+    return sorted(found)
+
+
+def _hours(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _name(path: str, roots: Sequence[Path]) -> str:
+    for root in roots:
+        try:
+            rel = Path(path).relative_to(root)
+        except ValueError:
+            continue
+        return str(rel) if str(rel) != "." else Path(path).name
+    return path
+
+
+def format_status(statuses: Sequence[dict[str, Any]], roots: Sequence[str | os.PathLike] = ()) -> str:
+    """A text table of :func:`seed_status` results (running first, then stopped, failed, not started,
+    complete) and a total line with the single-core work left.
+
+    >>> print(format_status([{"path": "r/a", "state": "stopped", "tasks_done": 3, "tasks": 4, "last_acc": 0.9,
+    ...                       "steps_per_s": 3000.0, "seconds_left": 7200.0, "error": None}], ["r"]))
+    run  state    tasks  last acc  steps/s  left
+    a    stopped  3/4      90.00%    3,000  2.0 h
+    1 run: 1 stopped; work left: 2.0 h of one core
+    """
+    roots = [Path(r) for r in roots]
+    order = sorted(statuses, key=lambda s: (STATES.index(s["state"]), s["path"]))
+    table = [("run", "state", "tasks", "last acc", "steps/s", "left")]
+    for s in order:
+        table.append((_name(s["path"], roots), s["state"],
+                      f"{s['tasks_done']}/{'?' if s['tasks'] is None else s['tasks']}",
+                      "-" if s["last_acc"] is None else f"{100 * s['last_acc']:.2f}%",
+                      "-" if s["steps_per_s"] is None else f"{s['steps_per_s']:,.0f}",
+                      _hours(s["seconds_left"])))
+    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
+    right = {3, 4}
+    lines = ["  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
+             for r in table]
+    for s in order:
+        if s["state"] == "failed" and s["error"]:
+            lines.append(f"  {_name(s['path'], roots)}: {s['error']}")
+    counts = [f"{sum(s['state'] == st for s in statuses)} {st}" for st in STATES
+              if any(s["state"] == st for s in statuses)]
+    left = [s["seconds_left"] for s in statuses]
+    known = sum(x for x in left if x is not None)
+    unknown = sum(x is None for x in left)
+    total = f"work left: {_hours(known)} of one core" + (f" (+ {unknown} runs with no rate yet)" if unknown else "")
+    n = len(statuses)
+    lines.append(f"{n} run{'s' if n != 1 else ''}: {', '.join(counts) or 'none'}; {total}")
+    return "\n".join(lines)
+
+
+def cmd_status(args) -> int:
+    """``bimu status PATH...``: print the table (or JSON with ``--json``); 2 if a path is missing."""
+    try:
+        runs = find_runs(args.paths)
+        statuses = [seed_status(p) for p in runs]
+    except (FileNotFoundError, ValueError) as e:
+        print(f"bimu: error: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(statuses, indent=2))
+    else:
+        print(format_status(statuses, args.paths))
+    return 0
+
+
+def add_parser(subparsers) -> None:
+    """Register ``status`` on an argparse ``subparsers`` object."""
+    p = subparsers.add_parser(
+        "status", help="where runs stand: state, tasks done, recent rate, time left",
+        description="Read every run directory under the paths (bimu run --out, bimu reproduce --out) and "
+                    "print each seed's state (running / stopped / failed / not started / complete), tasks "
+                    "done, accuracy after its last task, recent steps/s and time left at that rate.")
+    p.add_argument("paths", nargs="+", help="run directories or folders holding them")
+    p.add_argument("--json", action="store_true", help="print the statuses as JSON")
+    p.set_defaults(func=cmd_status)
