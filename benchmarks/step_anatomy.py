@@ -23,10 +23,10 @@ import argparse
 import os
 import re
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from timing import best_cpu_seconds  # noqa: E402
 
 _HASHED = re.compile(r"u = _u32\(_h32\(rlo, rhi, _add32\(base, np.uint32\((\d+)\)\)\), one\)")
 _NO_HASH = r"u = _u32(_mul32(_add32(base, np.uint32(\1)), rlo), one)"
@@ -82,14 +82,16 @@ def main(argv=None) -> int:
         methods[name] = create_fused("bimu", [784, 100, 10], 0, hp, threads=1)
         methods[name].learn_many(xtr[:200], ytr[:200])
     n = min(args.steps, len(xtr))
-    best = dict.fromkeys(VARIANTS, 0.0)
+
+    def steps(name):
+        def call():
+            rowpass._MODULES[5] = modules[name]
+            methods[name].learn_many(xtr[:n], ytr[:n])
+        return call
+
     try:
-        for _ in range(args.repeats):
-            for name, m in methods.items():
-                rowpass._MODULES[5] = modules[name]
-                t0 = time.process_time()
-                m.learn_many(xtr[:n], ytr[:n])
-                best[name] = max(best[name], n / (time.process_time() - t0))
+        best = {name: n / secs for name, secs in best_cpu_seconds({v: steps(v) for v in VARIANTS},
+                                                                  args.repeats).items()}
     finally:
         rowpass._MODULES.clear()
     base = best["real kernel"]

@@ -342,3 +342,18 @@ def test_public_objects_have_docstrings():
     methods = [(f"{q}.{n}", f) for q, o in public if inspect.isclass(o) for n, f in vars(o).items()
                if not n.startswith("_") and inspect.isfunction(f)]
     assert [q for q, o in public + methods if not documented(o)] == []
+
+
+def test_noise_speed_benchmark_baseline_matches_the_engine_bit_for_bit(capsys):
+    """benchmarks/noise_speed.py times the engine's normals against the 64-bit-index form; it refuses to
+    run (SystemExit) if the two stop agreeing, so this also pins the engine's noise."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "noise_speed.py"
+    spec = importlib.util.spec_from_file_location("noise_speed", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.main(["--draws", "1", "--repeats", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "64-bit index (before)" in out and "32-bit lanes (engine)" in out

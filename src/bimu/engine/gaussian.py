@@ -8,13 +8,14 @@ of :func:`bimu.optim.mesu.mesu_update_` (gradients clipped to ``+-clamp / |sigma
 prior ``N(mu_prior, sigma_prior^2)``).
 
 Noise: parameter ``e`` (flat index: the weights of every layer at :func:`bimu.engine.dense.offsets`
-``woff``, then the biases at ``woff[-1] + boff``), sample ``k`` of draw ``s`` takes the 23-bit uniform
-``u`` that the engine's relaxed samples use (:func:`bimu.engine.rng.relaxed_uniforms`: a 64-bit key per
-row and draw, a 32-bit hash per ``i * K + k``) and turns it into a standard normal by the inverse CDF
-``sqrt(2) erfinv(2u - 1)`` (M. Giles' single-precision erfinv, relative error about 1e-7, with a
-vectorisable logarithm in float32). ``u`` lies in ``[2**-24, 1 - 2**-24]``, so the normals lie within
-``+-5.3``. Training draws use the training key and the step number, evaluation draws the
-evaluation key and a draw counter: results do not depend on threads or on how steps are grouped.
+``woff``, then the biases at ``woff[-1] + boff``), sample ``k`` of draw ``s`` takes the 23-bit uniforms
+that the engine's relaxed samples use (:func:`bimu.engine.rng.relaxed_uniforms`: a 64-bit key per row
+and draw, a 32-bit hash per index ``i * K + k``, computed in 32-bit lanes) and turns each pair of them
+(samples ``2j`` and ``2j + 1``) into two standard normals by :func:`box_muller` (a vectorisable float32
+logarithm and sine/cosine polynomials, error below 1e-7). The uniforms lie in ``[2**-24, 1 - 2**-24]``,
+so the normals lie within about ``+-5.8``. Training draws use the training key and the step number,
+evaluation draws the evaluation key and a draw counter: results do not depend on threads or on how
+steps are grouped.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from numba.extending import intrinsic, overload
 
 from bimu.engine.dense import ce_delta
 from bimu.engine.fastpath import dot
-from bimu.engine.kernels import _h32, _row_key, _shr32, _u32, _u32_binop, as_like
+from bimu.engine.kernels import _add32, _h32, _mul32, _row_key, _shr32, _u32, _u32_binop, as_like
 
 _OPTS = dict(cache=True, error_model="numpy", nogil=True, boundscheck=False)
 
@@ -130,20 +131,27 @@ def _noise_row(E, key, step, P, e0, n, K):
     (an odd K draws the last pair's second uniform from index ``i K + K``, which belongs to no sample)."""
     rlo, rhi = _row_key(key, step, P, e0)
     one = E[0]
+    k32 = np.uint32(K)
     for j in range((K + 1) // 2):
         k = 2 * j
+        ka = np.uint32(k)
+        kb = np.uint32(k + 1)
         r1 = E[k * P + e0:k * P + e0 + n]
+        # the hash index i K + k in 32-bit lanes (the same value as np.uint32(i * K + k); 64-bit vector
+        # arithmetic and its truncation cost shuffles on AVX2)
         if k + 1 < K:
             r2 = E[(k + 1) * P + e0:(k + 1) * P + e0 + n]
             for i in range(n):
-                z1, z2 = box_muller(_u32(_h32(rlo, rhi, np.uint32(i * K + k)), one),
-                                    _u32(_h32(rlo, rhi, np.uint32(i * K + k + 1)), one))
+                base = _mul32(np.uint32(i), k32)
+                z1, z2 = box_muller(_u32(_h32(rlo, rhi, _add32(base, ka)), one),
+                                    _u32(_h32(rlo, rhi, _add32(base, kb)), one))
                 r1[i] = z1
                 r2[i] = z2
         else:
             for i in range(n):
-                z1, z2 = box_muller(_u32(_h32(rlo, rhi, np.uint32(i * K + k)), one),
-                                    _u32(_h32(rlo, rhi, np.uint32(i * K + k + 1)), one))
+                base = _mul32(np.uint32(i), k32)
+                z1, z2 = box_muller(_u32(_h32(rlo, rhi, _add32(base, ka)), one),
+                                    _u32(_h32(rlo, rhi, _add32(base, kb)), one))
                 r1[i] = z1
 
 
