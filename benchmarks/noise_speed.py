@@ -67,7 +67,7 @@ def main(argv=None) -> int:
     P = int(woff[-1] + boff[-1])
     n_normals = K * widths[0] * widths[1]
     key = np.uint64(5)
-    a, b = np.empty(K * P, np.float32), np.empty(K * P, np.float32)
+    a, b = np.zeros(K * P, np.float32), np.zeros(K * P, np.float32)  # only the first layer is drawn
     first_layer_noise(a, key, np.uint64(7), K, widths[1], widths[0], P, False)
     first_layer_noise(b, key, np.uint64(7), K, widths[1], widths[0], P, True)
     if not np.array_equal(a.view(np.uint32), b.view(np.uint32)):
