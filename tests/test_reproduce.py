@@ -177,3 +177,47 @@ def test_ood_auc_and_mmrr_cells():
     cell = rp.seed_averaged_mmrr([{"_R": R1}, {"_R": R2}])
     assert abs(float(cell) - 10.0) < 0.01
     assert rp.seed_averaged_mmrr([]) == "-"
+
+
+def _fake_summaries(rows, acc, auc):
+    return {r.slug: [{"seed": s, "last_k_acc": a, "ood_auc": {"epistemic": u}, "complete": True}
+                     for s, (a, u) in enumerate(zip(acc, auc))] for r in rows if r.config is not None}
+
+
+def test_full_scale_gaps_beyond_two_sd_are_marked_and_explained(monkeypatch):
+    from bimu.experiments import gaps
+
+    opts = rp.Options(seeds=(0, 1), scale="full")
+    entry = rp.ENTRIES["memory-window"]
+    rows = entry.rows(opts)
+    # 95.0 ± 0.14 against N = 700's 90.29 ± 0.24: 4.71 / sqrt(0.24^2 + 0.1414^2) = 16.9 sd; AUC 0.99 against 0.99 ± 0.01: no gap
+    table = rp.run_table(entry, opts, rows, _fake_summaries(rows, [0.949, 0.951], [0.99, 0.99]))
+    by = {r[0]: r for r in table.rows}
+    assert by["700"][1] == "95.00 ± 0.14 †" and by["700"][3] == "0.99 ± 0.00"
+    assert by["1 000"][1].endswith("†")  # 89.07 ± 0.28
+    marked = [n for n in table.notes if n.startswith("† 700,")]
+    assert marked == ["† 700, Mean acc. last 5 tasks (%): 95.00 ± 0.14 against the paper's 90.29 ± 0.24 "
+                      "(16.9 sd): not explained yet"]
+    monkeypatch.setitem(gaps.EXPLANATIONS, ("memory-window", "bimu-N700", "acc"), "cause: X, checked by Y")
+    table = rp.run_table(entry, opts, rows, _fake_summaries(rows, [0.949, 0.951], [0.99, 0.99]))
+    assert any(n.startswith("† 700,") and n.endswith("(16.9 sd): cause: X, checked by Y") for n in table.notes)
+    # within two sd: nothing marked (N = 700: 90.5 ± 0.14 against 90.29 ± 0.24 is 0.8 sd)
+    table = rp.run_table(entry, opts, rows, _fake_summaries(rows, [0.904, 0.906], [0.99, 0.99]))
+    by = {r[0]: r for r in table.rows}
+    assert by["700"][1] == "90.50 ± 0.14" and not any(n.startswith("† 700,") for n in table.notes)
+
+
+def test_quick_scale_and_stand_in_rows_are_not_judged():
+    quick = rp.Options(seeds=(0, 1), scale="quick")
+    entry = rp.ENTRIES["memory-window"]
+    rows = entry.rows(quick)
+    table = rp.run_table(entry, quick, rows, _fake_summaries(rows, [0.5, 0.52], [0.6, 0.61]))
+    assert not any("†" in c for r in table.rows for c in r) and not any(n.startswith("†") for n in table.notes)
+    full = rp.Options(seeds=(0, 1), scale="full")
+    sentry = rp.ENTRIES["standardisation"]
+    srows = sentry.rows(full)
+    assert all(r.config.benchmark == "objects-ti" for r in srows if r.config is not None)
+    summ = {r.slug: [{"seed": s, "final_mean_acc": 0.01 * s, "ood_auc": {"epistemic": 0.5, "aleatoric": 0.5},
+                      "complete": True} for s in (0, 1)] for r in srows if r.config is not None}
+    table = rp.run_table(sentry, full, srows, summ)
+    assert not any("†" in c for r in table.rows for c in r)

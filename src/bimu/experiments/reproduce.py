@@ -456,24 +456,34 @@ def read_summaries(cfg: RunConfig) -> list[dict]:
 
 def run_table(entry: Entry, opts: Options, rows: Sequence[Row], summaries: dict[str, list[dict]]) -> Table:
     """The table of ``entry``: label cells, then for each quantity mean ± std over seeds and the paper's."""
+    from bimu.experiments.gaps import GAP_SD, explanation, gap_sd, parse_reported
     from bimu.report.tables import fmt_pm
 
     header = list(entry.label_headers)
     for q in entry.quantities:
         header += [QUANTITIES[q][0], "Paper"]
     header.append("Seeds")
-    out_rows, notes = [], []
+    out_rows, notes, gap_notes = [], [], []
     for row in rows:
         cells = list(row.labels)
         summ = summaries.get(row.slug, [])
+        judged = opts.scale == "full" and row.config is not None and not is_standin(row.config.benchmark)
         for q in entry.quantities:
-            _, get, scale, digits = QUANTITIES[q]
+            name, get, scale, digits = QUANTITIES[q]
             if row.config is None:
                 cells.append("n/a")
             elif q == "mmrr":
                 cells.append(seed_averaged_mmrr(summ))
             else:
-                cells.append(fmt_pm([get(s) for s in summ], scale, digits))
+                values = [get(s) for s in summ]
+                cell = fmt_pm(values, scale, digits)
+                paper = parse_reported(row.paper.get(q, "-"))
+                gap = gap_sd([v * scale for v in values if isinstance(v, (int, float))], paper) if judged and paper else None
+                if gap is not None and gap > GAP_SD:
+                    gap_notes.append(f"† {' '.join(row.labels)}, {name}: {cell} against the paper's "
+                                     f"{row.paper[q]} ({gap:.1f} sd): {explanation(entry.name, row.slug, q)}")
+                    cell += " †"
+                cells.append(cell)
             cells.append(row.paper.get(q, "-"))
         cells.append("n/a" if row.config is None else (",".join(str(s.get("seed")) for s in summ) or "-"))
         out_rows.append(cells)
@@ -487,6 +497,10 @@ def run_table(entry: Entry, opts: Options, rows: Sequence[Row], summaries: dict[
         notes.append("quick scale: 2 tasks on a few hundred examples; numbers are a smoke test, "
                      "not comparable with the paper's")
     notes += rows_note(opts, [r.slug for r in rows if r.config is not None])
+    if gap_notes:
+        notes.append(f"† more than {GAP_SD:g} standard deviations from the paper (sd of the difference of "
+                     "the means, from the paper's ± and our seeds'):")
+        notes += gap_notes
     benches = {r.config.benchmark for r in rows if r.config is not None}
     ood = "Fashion-MNIST" if benches <= {"pmnist"} else "the held-out OOD class" if "pmnist" not in benches \
         else "Fashion-MNIST (Permuted MNIST) or the held-out OOD class (feature benchmarks)"
