@@ -42,6 +42,7 @@ def test_states_progress_and_time_left(tmp_path):
     assert running["tasks_done"] == 3 and running["tasks"] == 5 and running["last_acc"] == pytest.approx(0.7)
     assert running["steps_per_s"] == 1001.0  # median of 1000, 1001, 1002
     assert running["seconds_per_task"] == 2.5 and running["seconds_left"] == 5.0  # 2 tasks x (2 + 0.5) s
+    assert running["seconds_spent"] == 7.5  # 3 tasks done x (2 + 0.5) s
     assert by[("mesu", "seed-0")]["seconds_left"] is None and by[("mesu", "seed-0")]["steps_per_s"] is None
 
 
@@ -68,9 +69,9 @@ def test_table_orders_by_state_and_totals_the_work_left(tmp_path):
     _run(tmp_path, "sgd", 0, done=1, error="RuntimeError: boom")
     text = format_status([seed_status(p) for p in find_runs([tmp_path])], [tmp_path])
     lines = text.splitlines()
-    assert lines[0].split() == ["run", "state", "tasks", "last", "acc", "steps/s", "left"]
+    assert lines[0].split() == ["run", "state", "tasks", "last", "acc", "steps/s", "spent", "left"]
     assert lines[1].startswith("pmnist-bimu/seed-0") and "running" in lines[1] and "1/1000" in lines[1]
-    assert "1.1 h" in lines[1]
+    assert lines[1].split()[-4:] == ["4", "s", "1.1", "h"]  # spent 1 task x 4 s, left 999 x 4 s
     assert lines[2].startswith("pmnist-sgd/seed-0") and "failed" in lines[2]
     assert lines[3].startswith("pmnist-ste/seed-0") and "complete" in lines[3]
     assert "pmnist-sgd/seed-0: RuntimeError: boom" in text

@@ -13,8 +13,8 @@ how much single-core work is left, which is what a resumed sitting has to plan f
 >>> rd.write_metrics([{"task": t, "steps": 600, "acc": 0.9, "train_seconds": 0.2, "eval_seconds": 0.05,
 ...                    "steps_per_s": 3000.0} for t in range(3)])
 >>> s = seed_status(rd.path)
->>> s["state"], s["tasks_done"], s["tasks"], s["steps_per_s"], s["seconds_left"]
-('stopped', 3, 4, 3000.0, 0.25)
+>>> s["state"], s["tasks_done"], s["tasks"], s["steps_per_s"], s["seconds_spent"], s["seconds_left"]
+('stopped', 3, 4, 3000.0, 0.75, 0.25)
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ def seed_status(path: str | os.PathLike) -> dict[str, Any]:
     """The status of one seed directory (holding ``config.json``): ``state``, ``tasks_done``, ``tasks``
     (``None`` when the config leaves it to the benchmark and no summary says it), ``last_acc``,
     ``steps_per_s`` and ``seconds_per_task`` (medians over the last tasks; ``None`` before the first),
+    ``seconds_spent`` (training and evaluation time of the tasks done, summed over sittings),
     ``seconds_left`` (``None`` when unknown) and ``error`` (the last line of ``error.txt``)."""
     p = Path(path)
     try:
@@ -82,6 +83,7 @@ def seed_status(path: str | os.PathLike) -> dict[str, Any]:
     else:
         state = "stopped"
     seconds_per_task = statistics.median(per_task) if per_task else None
+    spent = sum(r.get("train_seconds", 0.0) + r.get("eval_seconds", 0.0) for r in records)
     if state == "complete":
         seconds_left = 0.0
     elif tasks is not None and seconds_per_task is not None:
@@ -91,7 +93,7 @@ def seed_status(path: str | os.PathLike) -> dict[str, Any]:
     return {"path": str(p), "benchmark": cfg.get("benchmark"), "method": cfg.get("method"), "state": state,
             "tasks_done": done, "tasks": tasks, "last_acc": records[-1].get("acc") if records else None,
             "steps_per_s": statistics.median(rates) if rates else None, "seconds_per_task": seconds_per_task,
-            "seconds_left": seconds_left, "error": error}
+            "seconds_spent": spent, "seconds_left": seconds_left, "error": error}
 
 
 def find_runs(paths: Iterable[str | os.PathLike]) -> list[Path]:
@@ -133,22 +135,23 @@ def format_status(statuses: Sequence[dict[str, Any]], roots: Sequence[str | os.P
     complete) and a total line with the single-core work left.
 
     >>> print(format_status([{"path": "r/a", "state": "stopped", "tasks_done": 3, "tasks": 4, "last_acc": 0.9,
-    ...                       "steps_per_s": 3000.0, "seconds_left": 7200.0, "error": None}], ["r"]))
-    run  state    tasks  last acc  steps/s  left
-    a    stopped  3/4      90.00%    3,000  2.0 h
+    ...                       "steps_per_s": 3000.0, "seconds_spent": 5400.0, "seconds_left": 7200.0,
+    ...                       "error": None}], ["r"]))
+    run  state    tasks  last acc  steps/s  spent   left
+    a    stopped  3/4      90.00%    3,000  1.5 h  2.0 h
     1 run: 1 stopped; work left: 2.0 h of one core
     """
     roots = [Path(r) for r in roots]
     order = sorted(statuses, key=lambda s: (STATES.index(s["state"]), s["path"]))
-    table = [("run", "state", "tasks", "last acc", "steps/s", "left")]
+    table = [("run", "state", "tasks", "last acc", "steps/s", "spent", "left")]
     for s in order:
         table.append((_name(s["path"], roots), s["state"],
                       f"{s['tasks_done']}/{'?' if s['tasks'] is None else s['tasks']}",
                       "-" if s["last_acc"] is None else f"{100 * s['last_acc']:.2f}%",
                       "-" if s["steps_per_s"] is None else f"{s['steps_per_s']:,.0f}",
-                      _hours(s["seconds_left"])))
+                      _hours(s.get("seconds_spent", 0.0)), _hours(s["seconds_left"])))
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
-    right = {3, 4}
+    right = {3, 4, 5, 6}
     lines = ["  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
              for r in table]
     for s in order:
