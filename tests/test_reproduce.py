@@ -221,3 +221,33 @@ def test_quick_scale_and_stand_in_rows_are_not_judged():
                       "complete": True} for s in (0, 1)] for r in srows if r.config is not None}
     table = rp.run_table(sentry, full, srows, summ)
     assert not any("†" in c for r in table.rows for c in r)
+
+
+def test_dry_run_lists_runs_states_and_estimates_without_training(tmp_path, capsys):
+    from bimu.experiments.rundir import RunDir, seed_dir
+
+    opts = rp.Options(seeds=(0, 1), scale="full", out=str(tmp_path))
+    mw = {r.slug: r for r in rp.rows_memory_window(opts)}
+    # seed 0 of N = 100 stopped after 40 of 100 tasks at 20 s per task (+ 1 s evaluation)
+    d = seed_dir(rp.row_dir(opts, "memory-window", mw["bimu-N100"]), "pmnist", "bimu", 0)
+    rd = RunDir(d)
+    rd.write_json("config.json", {"benchmark": "pmnist", "method": "bimu", "tasks": 100, "hidden": [100]})
+    rd.write_metrics([{"task": t, "acc": 0.9, "train_seconds": 20.0, "eval_seconds": 1.0, "steps_per_s": 3000.0}
+                      for t in range(40)])
+    runs = {(r["row"], r["seed"]): r for r in rp.plan("memory-window", opts)}
+    assert len(runs) == 18
+    assert runs[("bimu-N100", 0)]["state"] == "stopped" and runs[("bimu-N100", 0)]["seconds_left"] == 60 * 21.0
+    # not started: estimated from the started BiMU run (same benchmark and widths), 100 tasks x 21 s
+    assert runs[("bimu-N700", 1)]["state"] == "to run" and runs[("bimu-N700", 1)]["seconds_left"] == 2100.0
+    assert runs[("bayesbinn", 0)]["seconds_left"] is None  # no started BayesBiNN run: no estimate
+    act = {(r["row"], r["seed"]): r for r in rp.plan("activation", opts)}
+    assert act[("bimu-rbg", 0)]["shared_with"] == "memory-window/bimu-N700"
+    assert main(["reproduce", "memory-window", "--dry-run", "--seeds", "2", "--out", str(tmp_path),
+                 "--rows", "bimu-N100", "bayesbinn"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "memory-window: 4 runs (1 stopped, 3 to run)"  # left: (60 + 100) tasks x 21 s = 56 min
+    assert out[-1] == "work left: 56 min of one core (+ 2 not estimated: no started run of their kind under OUT/runs)"
+    assert not (tmp_path / "memory-window.md").exists()  # nothing written
+    assert sorted(p.name for p in (tmp_path / "runs").rglob("*") if p.is_file()) == ["config.json", "metrics.jsonl"]
+    assert main(["reproduce", "openloris-al", "--dry-run", "--out", str(tmp_path)]) == 2
+    assert "builds its own" in capsys.readouterr().err

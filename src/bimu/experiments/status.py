@@ -47,7 +47,7 @@ def seed_status(path: str | os.PathLike) -> dict[str, Any]:
     """The status of one seed directory (holding ``config.json``): ``state``, ``tasks_done``, ``tasks``
     (``None`` when the config leaves it to the benchmark and no summary says it), ``last_acc``,
     ``steps_per_s`` and ``seconds_per_task`` (medians over the last tasks; ``None`` before the first),
-    ``seconds_spent`` (training and evaluation time of the tasks done, summed over sittings),
+    ``hidden`` (the hidden widths), ``seconds_spent`` (training and evaluation time of the tasks done, summed over sittings),
     ``seconds_left`` (``None`` when unknown) and ``error`` (the last line of ``error.txt``)."""
     p = Path(path)
     try:
@@ -90,7 +90,8 @@ def seed_status(path: str | os.PathLike) -> dict[str, Any]:
         seconds_left = max(int(tasks) - done, 0) * seconds_per_task
     else:
         seconds_left = None
-    return {"path": str(p), "benchmark": cfg.get("benchmark"), "method": cfg.get("method"), "state": state,
+    return {"path": str(p), "benchmark": cfg.get("benchmark"), "method": cfg.get("method"),
+            "hidden": list(cfg.get("hidden") or []), "state": state,
             "tasks_done": done, "tasks": tasks, "last_acc": records[-1].get("acc") if records else None,
             "steps_per_s": statistics.median(rates) if rates else None, "seconds_per_task": seconds_per_task,
             "seconds_spent": spent, "seconds_left": seconds_left, "error": error}
