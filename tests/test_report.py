@@ -64,3 +64,15 @@ def test_single_task_stream_has_no_mmrr(tmp_path):
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[8] == "-" and cells[9] == "-"  # MMRR, MMRR (seed-avg)
     assert "100000" not in row and cells[11] == "51.00 ± 1.41"  # first-task accuracy still there
+
+
+def test_a_long_incomplete_run_is_summarised_not_listed(tmp_path):
+    rd = RunDir(tmp_path / "pmnist-bimu" / "seed-0")
+    rd.write_json("config.json", {"benchmark": "pmnist", "method": "bimu", "tasks": 1000, "active": None,
+                                  "resolved": {"sizes": [784, 100, 10]}})
+    rd.write_metrics([{"task": t, "acc": 0.93 + (0.01 if t == 7 else 0.0)} for t in range(500)])
+    table = markdown_table(group_runs([load_run(p) for p in find_seed_dirs([tmp_path])]))
+    line = [x for x in table.splitlines() if "seed 0: incomplete" in x][0]
+    assert "500/1000 tasks done" in line
+    assert "93.00, 94.00, 93.00" not in line and "(500 tasks: mean 93.00, range 93.00-94.00)" in line
+    assert line.count(",") < 12

@@ -75,6 +75,27 @@ def _finite(vals) -> list[float]:
     return [float(v) for v in vals if v is not None and isinstance(v, (int, float)) and math.isfinite(v)]
 
 
+TRAIL_SHOWN = 10
+"""Accuracies an incomplete run's note lists in full; a longer trail is summarised."""
+
+
+def accuracy_trail(accs: Sequence[float]) -> str:
+    """The accuracies right after each task of an incomplete run, in percent: all of them up to
+    :data:`TRAIL_SHOWN`, else the first and last three with the mean and range over all.
+
+    >>> accuracy_trail([0.935, 0.94])
+    '93.50, 94.00'
+    >>> accuracy_trail([0.5 + 0.01 * t for t in range(12)])
+    '50.00, 51.00, 52.00, ..., 59.00, 60.00, 61.00 (12 tasks: mean 55.50, range 50.00-61.00)'
+    """
+    pct = [f"{100 * a:.2f}" for a in accs]
+    if len(pct) <= TRAIL_SHOWN:
+        return ", ".join(pct)
+    vals = [100 * a for a in accs]
+    return (f"{', '.join(pct[:3])}, ..., {', '.join(pct[-3:])} ({len(pct)} tasks: mean {sum(vals) / len(vals):.2f}, "
+            f"range {min(vals):.2f}-{max(vals):.2f})")
+
+
 def fmt_pm(vals, scale: float = 1.0, digits: int = 2) -> str:
     """``mean ± std`` (sample std, ddof=1; no std for one value) of the finite values, ``-`` if none."""
     v = _finite(vals)
@@ -149,7 +170,7 @@ def markdown_table(groups: dict[tuple, list[dict[str, Any]]], paper: bool = True
             if r["summary"] and r["summary"].get("complete"):
                 continue
             done = [rec["task"] for rec in r["records"]]
-            diag = ", ".join(f"{100 * rec['acc']:.2f}" for rec in r["records"] if rec.get("acc") is not None)
+            diag = accuracy_trail([rec["acc"] for rec in r["records"] if rec.get("acc") is not None])
             n = r["config"].get("tasks", "?")
             notes.append(f"- {key[0]}-{key[1]} seed {r['seed']}: incomplete, {len(done)}/{n} tasks done; "
                          f"accuracy right after training (%): {diag or '-'} (run the same command to resume)")
