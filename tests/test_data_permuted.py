@@ -102,3 +102,43 @@ def test_validation_variant_uses_other_permutations_and_held_out_training_images
     assert torch.equal(v.validation_task(1)[0], v.test_task(1)[0])
     with pytest.raises(ValueError, match="validation=True"):
         PermutedMNIST(n_tasks=2, ood=False).validation_task(0)
+
+
+def test_reference_run_compatibility_switches(synthetic):
+    train_x, train_y = synthetic[("mnist", "train")]
+    test_x = synthetic[("mnist", "test")][0].astype(np.float64) / 255
+    ood_x = synthetic[("fashion-mnist", "test")][0].astype(np.float64) / 255
+    default = PermutedMNIST(n_tasks=3, seed=1)
+    ref = PermutedMNIST(n_tasks=3, seed=1, unshuffled_order=True, test_own_statistics=True, ood_unstandardised=True)
+    # file order, the same for every run seed and task; the default is shuffled per (seed, task)
+    _, y = ref.train_task(2, seed=4)
+    assert y.tolist() == train_y.astype(np.int64).tolist()
+    assert torch.equal(ref.train_task(1, seed=0)[1], ref.train_task(1, seed=9)[1])
+    assert default.train_task(2, seed=4)[1].tolist() != y.tolist()
+    x_lim, _ = PermutedMNIST(n_tasks=3, seed=1, unshuffled_order=True, train_limit=7).train_task(0, seed=3)
+    assert torch.allclose(x_lim, ref.train_task(0, seed=3)[0][:7])
+    # the test set standardised with its own scalar statistics: mean 0, std 1 (population), permutation-invariant
+    xt, _ = ref.test_task(1)
+    assert float(xt.double().mean()) == pytest.approx(0.0, abs=1e-6)
+    assert float(xt.double().std(unbiased=False)) == pytest.approx(1.0, abs=1e-5)
+    tr = train_x.astype(np.float64) / 255
+    xd, _ = default.test_task(1)
+    assert float(xd.double().mean()) == pytest.approx((test_x.mean() - tr.mean()) / tr.std(), abs=1e-5)
+    # OOD divided by 255 only
+    np.testing.assert_allclose(ref.ood_set().numpy(), ood_x.reshape(20, -1), atol=1e-6)
+    assert float(default.ood_set().min()) < 0
+    with pytest.raises(ValueError, match="unshuffled_order must be true or false"):
+        PermutedMNIST(n_tasks=2, unshuffled_order="yes")
+
+
+def test_compatibility_switches_are_benchmark_options_and_unknown_options_are_refused(synthetic):
+    from bimu.experiments.config import RunConfig
+    from bimu.experiments.runner import make_benchmark
+
+    cfg = RunConfig.from_dict(dict(benchmark="pmnist", method="sgd", tasks=2,
+                                   benchmark_options={"ood_unstandardised": True, "unshuffled_order": True}))
+    bench = make_benchmark(cfg, seed=0)
+    assert bench.ood_unstandardised and bench.unshuffled_order and not bench.test_own_statistics
+    bad = cfg.replace(benchmark_options={"ood_not_standardised": True})
+    with pytest.raises(ValueError, match="takes no option 'ood_not_standardised'"):
+        make_benchmark(bad, seed=0)

@@ -38,6 +38,11 @@ def test_stream_fills_schedule_and_records():
     s = res["summary"]
     assert s["complete"] and s["last_k"] == 4 and np.isnan(s["last_k_acc"])  # not all 4 evaluated at the end
     assert s["memory_bytes"] == N_FEATURES * N_CLASSES * 4
+    # the paper code's 1000-threshold AUC is recorded beside the exact one, for the same scores
+    ref, exact = s["ood_auc_reference"], s["ood_auc"]
+    assert set(ref) == set(exact) == {"epistemic", "aleatoric", "variation_ratio"}
+    assert all(0.0 <= v <= 1.0 for v in ref.values())
+    assert res["records"][-1]["ood_auc_reference"] == ref and res["records"][1]["ood_auc_reference"] is not None
 
 
 def test_evaluation_does_not_depend_on_schedule_nor_touch_training():

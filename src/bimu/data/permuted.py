@@ -9,6 +9,12 @@
   for every method.
 - ``train_limit`` / ``test_limit`` keep the first examples of the (shuffled) training order and of
   the test sets; the OOD set is cut to ``test_limit`` too.
+- Reference-run compatibility (off by default; each is a defect of the paper's code that a reported
+  number may depend on, see ``../shared/notes/reference-implementation.md``): ``unshuffled_order``
+  presents every task's training images in MNIST file order, ``test_own_statistics`` standardises the
+  test set with its own mean and standard deviation, ``ood_unstandardised`` only divides the
+  Fashion-MNIST OOD images by 255. Pass them as benchmark options (``bimu run pmnist --option
+  ood_unstandardised=true``).
 
 >>> import numpy as np
 >>> p = pixel_permutation(0, 3); p.shape, sorted(p) == list(range(784))
@@ -82,6 +88,11 @@ class PermutedMNIST:
         identity_first_task: make task 0 the unpermuted MNIST (off by default).
         validation: the tuning variant: other permutations, training on the first 50,000 MNIST
             training images and testing on the last 10,000 (the MNIST test set is not touched).
+        unshuffled_order: reference-run compatibility: every task in MNIST file order (``train_limit``
+            then keeps the first images of the file).
+        test_own_statistics: reference-run compatibility: standardise the test (or validation) set with
+            its own scalar mean and standard deviation instead of the training set's.
+        ood_unstandardised: reference-run compatibility: the OOD images divided by 255 only.
     """
 
     name = "pmnist"
@@ -91,7 +102,8 @@ class PermutedMNIST:
 
     def __init__(self, data_dir=None, n_tasks: int = 1000, seed: int = 0, train_limit: int | None = None,
                  test_limit: int | None = None, ood: bool = True, identity_first_task: bool = False,
-                 validation: bool = False):
+                 validation: bool = False, unshuffled_order: bool = False, test_own_statistics: bool = False,
+                 ood_unstandardised: bool = False):
         if int(n_tasks) < 1:
             raise ValueError(f"n_tasks must be >= 1, got {n_tasks}")
         for key, v in (("train_limit", train_limit), ("test_limit", test_limit)):
@@ -101,8 +113,15 @@ class PermutedMNIST:
         self.seed = int(seed)
         self.train_limit = None if train_limit is None else int(train_limit)
         self.test_limit = None if test_limit is None else int(test_limit)
+        for key, v in (("unshuffled_order", unshuffled_order), ("test_own_statistics", test_own_statistics),
+                       ("ood_unstandardised", ood_unstandardised)):
+            if not isinstance(v, bool):
+                raise ValueError(f"{key} must be true or false, got {v!r}")
         self.identity_first_task = bool(identity_first_task)
         self.validation = bool(validation)
+        self.unshuffled_order = unshuffled_order
+        self.test_own_statistics = test_own_statistics
+        self.ood_unstandardised = ood_unstandardised
         self._train_x, self._train_y = load_dataset("mnist", "train", data_dir)
         self._test_x, self._test_y = load_dataset("mnist", "test", data_dir)
         if self.validation:
@@ -112,14 +131,15 @@ class PermutedMNIST:
         self.mean, self.std = training_statistics(self._train_x)
         if self.test_limit is not None:
             self._test_x, self._test_y = self._test_x[: self.test_limit], self._test_y[: self.test_limit]
-        self._test_base = standardise(self._test_x, self.mean, self.std)
+        test_stats = training_statistics(self._test_x) if test_own_statistics else (self.mean, self.std)
+        self._test_base = standardise(self._test_x, *test_stats)
         self._test_labels = torch.from_numpy(self._test_y.astype(np.int64))
         self._ood = None
         if ood:
             fx, _ = load_dataset("fashion-mnist", "test", data_dir)
             if self.test_limit is not None:
                 fx = fx[: self.test_limit]
-            self._ood = standardise(fx, self.mean, self.std)
+            self._ood = standardise(fx, 0.0, 1.0) if ood_unstandardised else standardise(fx, self.mean, self.std)
 
     def _check_task(self, task: int) -> int:
         task = int(task)
@@ -137,7 +157,8 @@ class PermutedMNIST:
     def train_task(self, task: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Training examples of ``task`` in the presentation order of run ``seed``."""
         perm = self.permutation(task)
-        order = training_order(seed, task, len(self._train_y))
+        n = len(self._train_y)
+        order = np.arange(n) if self.unshuffled_order else training_order(seed, task, n)
         if self.train_limit is not None:
             order = order[: self.train_limit]
         x = standardise(self._train_x[order], self.mean, self.std)
@@ -156,7 +177,8 @@ class PermutedMNIST:
         return self.test_task(task)
 
     def ood_set(self) -> torch.Tensor | None:
-        """Fashion-MNIST test images, standardised with the MNIST training statistics (unpermuted)."""
+        """Fashion-MNIST test images, standardised with the MNIST training statistics (unpermuted;
+        divided by 255 only with ``ood_unstandardised``)."""
         return self._ood
 
     def __repr__(self) -> str:
@@ -173,9 +195,16 @@ def _pmnist_preset(hidden):
                           "Permuted-MNIST preset")
 
 
-def make_permuted_mnist(data_dir=None, **options) -> PermutedMNIST:
-    """Factory registered as ``pmnist``."""
-    return PermutedMNIST(data_dir=data_dir, **options)
+def make_permuted_mnist(data_dir=None, n_tasks: int = 1000, seed: int = 0, train_limit: int | None = None,
+                        test_limit: int | None = None, ood: bool = True, identity_first_task: bool = False,
+                        validation: bool = False, unshuffled_order: bool = False, test_own_statistics: bool = False,
+                        ood_unstandardised: bool = False) -> PermutedMNIST:
+    """Factory registered as ``pmnist`` (its keywords are the benchmark options a config may set; an
+    unknown one is refused by name)."""
+    return PermutedMNIST(data_dir=data_dir, n_tasks=n_tasks, seed=seed, train_limit=train_limit,
+                         test_limit=test_limit, ood=ood, identity_first_task=identity_first_task,
+                         validation=validation, unshuffled_order=unshuffled_order,
+                         test_own_statistics=test_own_statistics, ood_unstandardised=ood_unstandardised)
 
 
 register_benchmark("pmnist", make_permuted_mnist, default_hidden=(100,), preset=_pmnist_preset,

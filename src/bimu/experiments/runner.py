@@ -250,10 +250,13 @@ def run_stream(benchmark, method, schedule: EvalSchedule | None = None, *, seed:
                 _, s_out = evaluate(method, ood_x, None, batch_size=eval_batch_size, n_samples=eval_samples,
                                     generator=eval_generator(seed, t, -1, _OOD_TAG), scores=want)
                 ood_auc = {s: metrics.roc_auc(s_in[s], s_out[s]) for s in want}
+                # the paper code's approximate AUC beside the exact one, to tell metric from model
+                ood_auc_reference = {s: metrics.roc_auc_reference_1000_thresholds(s_in[s], s_out[s]) for s in want}
         eval_s = time.perf_counter() - t1
         rec = {
             "task": t, "n_train": int(len(y)), "steps": steps, "acc": R[t, t], "evaluated": evaluated,
             "ood_auc": ood_auc if (scores and _ood_due(t, n, ood_every)) else None,
+            "ood_auc_reference": ood_auc_reference if (scores and _ood_due(t, n, ood_every)) else None,
             "train_seconds": train_s, "steps_per_s": steps / max(train_s, 1e-12), "eval_seconds": eval_s,
             "examples_seen": int(method.examples_seen), "updates_applied": int(method.updates_applied),
             "memory_bytes": int(method.memory_bytes()),
@@ -304,13 +307,14 @@ def summarize(R: np.ndarray, records: Sequence[dict[str, Any]]) -> dict[str, Any
     steps = sum(r["steps"] for r in records)
     last = records[-1] if records else {}
     ood = next((r["ood_auc"] for r in reversed(records) if r.get("ood_auc")), None)
+    ood_ref = next((r["ood_auc_reference"] for r in reversed(records) if r.get("ood_auc_reference")), None)
     out = {
         "complete": len(records) == n and bool(records) and records[-1]["task"] == n - 1,
         "n_tasks": n, "last_k": k, "last_k_acc": last_k,
         "final_mean_acc": float(np.nanmean(final)) if not np.isnan(final).all() else float("nan"),
         "first_task_acc": float(R[0, 0]), "just_trained_mean_acc": float(np.nanmean(np.diagonal(R))),
         "mmrr": metrics.mmrr(R) if not np.isnan(R[-1, -1]) else float("nan"),
-        "bwt": metrics.bwt(R), "ood_auc": ood,
+        "bwt": metrics.bwt(R), "ood_auc": ood, "ood_auc_reference": ood_ref,
         "steps_per_s": steps / train_s if train_s > 0 else float("nan"),
         "train_seconds": train_s, "eval_seconds": sum(r["eval_seconds"] for r in records),
         "memory_bytes": last.get("memory_bytes"), "state_bytes": last.get("state_bytes"),
