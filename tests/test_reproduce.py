@@ -251,3 +251,8 @@ def test_dry_run_lists_runs_states_and_estimates_without_training(tmp_path, caps
     assert sorted(p.name for p in (tmp_path / "runs").rglob("*") if p.is_file()) == ["config.json", "metrics.jsonl"]
     assert main(["reproduce", "openloris-al", "--dry-run", "--out", str(tmp_path)]) == 2
     assert "builds its own" in capsys.readouterr().err
+
+
+def test_dry_run_of_an_entry_without_runs_says_so(tmp_path, capsys):
+    assert main(["reproduce", "memory-footprint", "--dry-run", "--out", str(tmp_path)]) == 2
+    assert "trains nothing" in capsys.readouterr().err

@@ -568,7 +568,8 @@ def plan(name: str, opts: Options) -> list[dict]:
     """What ``bimu reproduce NAME`` would train, without training: one dict per (row, seed) of a run
     table (the rows ``opts.rows`` selects) with ``row``, ``seed``, ``path`` (the seed's run directory) and
     :func:`~bimu.experiments.status.seed_status`'s fields (``state`` ``"to run"`` for a run not started,
-    its time left estimated from started runs of the same method and benchmark when there are any).
+    its time left estimated from started runs of the same method, benchmark and hidden widths under
+    ``OUT/runs`` when there are any).
     ValueError for an entry that builds its own runs (the active-learning sweeps)."""
     from bimu.experiments.rundir import CONFIG, seed_dir
     from bimu.experiments.status import seed_status
@@ -576,9 +577,11 @@ def plan(name: str, opts: Options) -> list[dict]:
     if name not in ENTRIES:
         raise ValueError(f"unknown reproduction {name!r}; known: {sorted(ENTRIES)}")
     entry = ENTRIES[name]
-    if entry.rows is None or entry.build is not None:
+    if entry.build is not None:
         raise ValueError(f"--dry-run lists the runs of the run tables; {name!r} builds its own "
                          "(run it, or look at its folder with 'bimu status')")
+    if entry.rows is None:
+        raise ValueError(f"--dry-run: {name!r} trains nothing (it is computed directly); run it")
     rows = entry.rows(opts)
     chosen = selected_rows(opts, name, [r.slug for r in rows])
     out = []
@@ -627,13 +630,13 @@ def format_plan(name: str, runs: Sequence[dict]) -> str:
     bimu-N100  1     complete  100/100   0 s
     work left: 0 s of one core (+ 1 not estimated: no started run of their kind under OUT/runs)
     """
-    from bimu.experiments.status import _hours
+    from bimu.experiments.status import format_duration
 
     table = [("row", "seed", "state", "tasks", "left")]
     for r in runs:
         row = r["row"] + (f" (= {r['shared_with']})" if r.get("shared_with") else "")
         table.append((row, str(r["seed"]), r["state"],
-                      f"{r['tasks_done']}/{'?' if r['tasks'] is None else r['tasks']}", _hours(r["seconds_left"])))
+                      f"{r['tasks_done']}/{'?' if r['tasks'] is None else r['tasks']}", format_duration(r["seconds_left"])))
     widths = [max(len(t[i]) for t in table) for i in range(5)]
     lines = ["  ".join(c.rjust(w) if i == 4 else c.ljust(w) for i, (c, w) in enumerate(zip(t, widths))).rstrip()
              for t in table]
@@ -644,7 +647,7 @@ def format_plan(name: str, runs: Sequence[dict]) -> str:
         ", ".join(f"{v} {k}" for k, v in sorted(states.items())) + ")"
     left = [r["seconds_left"] for r in runs]
     unknown = sum(x is None for x in left)
-    total = f"work left: {_hours(sum(x for x in left if x is not None))} of one core"
+    total = f"work left: {format_duration(sum(x for x in left if x is not None))} of one core"
     if unknown:
         total += f" (+ {unknown} not estimated: no started run of their kind under OUT/runs)"
     return "\n".join([head, *lines, total])

@@ -111,7 +111,12 @@ def find_runs(paths: Iterable[str | os.PathLike]) -> list[Path]:
     return sorted(found)
 
 
-def _hours(seconds: float | None) -> str:
+def format_duration(seconds: float | None) -> str:
+    """``"?"`` for ``None``, else seconds, minutes or hours (one decimal), whichever reads best.
+
+    >>> format_duration(None), format_duration(42), format_duration(600), format_duration(5400)
+    ('?', '42 s', '10 min', '1.5 h')
+    """
     if seconds is None:
         return "?"
     if seconds < 60:
@@ -150,7 +155,7 @@ def format_status(statuses: Sequence[dict[str, Any]], roots: Sequence[str | os.P
                       f"{s['tasks_done']}/{'?' if s['tasks'] is None else s['tasks']}",
                       "-" if s["last_acc"] is None else f"{100 * s['last_acc']:.2f}%",
                       "-" if s["steps_per_s"] is None else f"{s['steps_per_s']:,.0f}",
-                      _hours(s.get("seconds_spent", 0.0)), _hours(s["seconds_left"])))
+                      format_duration(s.get("seconds_spent", 0.0)), format_duration(s["seconds_left"])))
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
     right = {3, 4, 5, 6}
     lines = ["  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
@@ -163,7 +168,7 @@ def format_status(statuses: Sequence[dict[str, Any]], roots: Sequence[str | os.P
     left = [s["seconds_left"] for s in statuses]
     known = sum(x for x in left if x is not None)
     unknown = sum(x is None for x in left)
-    total = f"work left: {_hours(known)} of one core" + (f" (+ {unknown} runs with no rate yet)" if unknown else "")
+    total = f"work left: {format_duration(known)} of one core" + (f" (+ {unknown} runs with no rate yet)" if unknown else "")
     n = len(statuses)
     lines.append(f"{n} run{'s' if n != 1 else ''}: {', '.join(counts) or 'none'}; {total}")
     return "\n".join(lines)
