@@ -256,3 +256,18 @@ def test_dry_run_lists_runs_states_and_estimates_without_training(tmp_path, caps
 def test_dry_run_of_an_entry_without_runs_says_so(tmp_path, capsys):
     assert main(["reproduce", "memory-footprint", "--dry-run", "--out", str(tmp_path)]) == 2
     assert "trains nothing" in capsys.readouterr().err
+
+
+def test_dry_run_estimates_from_the_median_of_the_started_runs(tmp_path):
+    from bimu.experiments.rundir import RunDir, seed_dir
+
+    opts = rp.Options(seeds=(0, 1), scale="full", out=str(tmp_path))
+    mw = {r.slug: r for r in rp.rows_memory_window(opts)}
+    for slug, per_task in (("bimu-N100", 21.0), ("bimu-N400", 30.0)):  # two started runs: 21 s and 30 s per task
+        rd = RunDir(seed_dir(rp.row_dir(opts, "memory-window", mw[slug]), "pmnist", "bimu", 0))
+        rd.write_json("config.json", {"benchmark": "pmnist", "method": "bimu", "tasks": 100, "hidden": [100]})
+        rd.write_metrics([{"task": t, "acc": 0.9, "train_seconds": per_task - 1.0, "eval_seconds": 1.0,
+                           "steps_per_s": 3000.0} for t in range(10)])
+    runs = {(r["row"], r["seed"]): r for r in rp.plan("memory-window", opts)}
+    assert runs[("bimu-N400", 0)]["seconds_left"] == 90 * 30.0  # its own rate
+    assert runs[("bimu-N700", 0)]["seconds_left"] == 100 * 25.5  # median of 21 and 30, not the upper one

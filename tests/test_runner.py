@@ -267,3 +267,26 @@ def test_run_directory_lock(tmp_path):
     rd.acquire_lock()
     rd.release_lock()
     assert not (rd.path / ".lock").exists()
+
+
+def test_lock_holder_is_read_in_one_place(tmp_path):
+    rd = RunDir(tmp_path / "x")
+    assert rd.lock_pid() is None and not rd.locked_by_live_process()  # no lock
+    rd.acquire_lock()
+    assert rd.lock_pid() == os.getpid() and rd.locked_by_live_process()
+    (rd.path / ".lock").write_text("not a pid")
+    assert rd.lock_pid() is None and not rd.locked_by_live_process()  # unreadable: nobody holds it
+    rd.acquire_lock()  # and it is taken over
+    assert rd.lock_pid() == os.getpid()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    (rd.path / ".lock").write_text(dead.stdout.strip())
+    assert rd.lock_pid() == int(dead.stdout) and not rd.locked_by_live_process()
+    rd.release_lock()  # not ours: left alone
+    assert (rd.path / ".lock").exists()
+
+
+def test_metrics_reader_skips_blank_lines(tmp_path):
+    rd = RunDir(tmp_path / "x")
+    rd.path.mkdir()
+    rd.file("metrics.jsonl").write_text('{"task": 0}\n  \n{"task": 1}\n\n')
+    assert [r["task"] for r in rd.read_metrics()] == [0, 1]

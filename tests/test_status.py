@@ -7,7 +7,8 @@ import pytest
 
 from bimu.cli import main
 from bimu.experiments.rundir import RunDir, seed_dir
-from bimu.experiments.status import find_runs, format_status, seed_status
+from bimu.experiments.rundir import find_run_dirs
+from bimu.experiments.status import format_status, seed_status
 
 
 def _run(root, method, seed, tasks=5, done=0, *, rate=1000.0, seconds=2.0, complete=False, error=None,
@@ -31,7 +32,7 @@ def test_states_progress_and_time_left(tmp_path):
     _run(tmp_path, "sgd", 0, done=1, error="ValueError: labels out of range")
     _run(tmp_path, "mesu", 0)
     _run(tmp_path, "ste", 0, done=5, complete=True)
-    by = {(s["method"], os.path.basename(s["path"])): s for s in map(seed_status, find_runs([tmp_path]))}
+    by = {(s["method"], os.path.basename(s["path"])): s for s in map(seed_status, find_run_dirs([tmp_path]))}
     assert by[("bimu", "seed-0")]["state"] == "running"
     assert by[("bimu", "seed-1")]["state"] == "stopped"
     assert by[("sgd", "seed-0")]["state"] == "failed"
@@ -67,7 +68,7 @@ def test_table_orders_by_state_and_totals_the_work_left(tmp_path):
     _run(tmp_path, "ste", 0, done=5, complete=True)
     _run(tmp_path, "bimu", 0, tasks=1000, done=1, seconds=3.5, lock_pid=os.getpid())  # 999 x 4 s left
     _run(tmp_path, "sgd", 0, done=1, error="RuntimeError: boom")
-    text = format_status([seed_status(p) for p in find_runs([tmp_path])], [tmp_path])
+    text = format_status([seed_status(p) for p in find_run_dirs([tmp_path])], [tmp_path])
     lines = text.splitlines()
     assert lines[0].split() == ["run", "state", "tasks", "last", "acc", "steps/s", "spent", "left"]
     assert lines[1].startswith("pmnist-bimu/seed-0") and "running" in lines[1] and "1/1000" in lines[1]

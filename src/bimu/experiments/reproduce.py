@@ -29,6 +29,7 @@ import argparse
 import csv
 import dataclasses
 import io
+import statistics
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -571,7 +572,7 @@ def plan(name: str, opts: Options) -> list[dict]:
     its time left estimated from started runs of the same method, benchmark and hidden widths under
     ``OUT/runs`` when there are any).
     ValueError for an entry that builds its own runs (the active-learning sweeps)."""
-    from bimu.experiments.rundir import CONFIG, seed_dir
+    from bimu.experiments.rundir import CONFIG, find_run_dirs, seed_dir
     from bimu.experiments.status import seed_status
 
     if name not in ENTRIES:
@@ -604,16 +605,14 @@ def plan(name: str, opts: Options) -> list[dict]:
     # benchmark and hidden widths anywhere under OUT/runs
     pool = []
     if (Path(opts.out) / "runs").is_dir():
-        from bimu.experiments.status import find_runs
-
-        pool = [seed_status(p) for p in find_runs([Path(opts.out) / "runs"])]
+        pool = [seed_status(p) for p in find_run_dirs([Path(opts.out) / "runs"])]
     for st in out:
         if st["seconds_left"] is None and st["tasks"] is not None:
             kind = (st["method"], st["benchmark"], list(st["hidden"]))
-            known = sorted(o["seconds_per_task"] for o in pool if o["seconds_per_task"] is not None
-                           and (o["method"], o["benchmark"], list(o["hidden"])) == kind)
+            known = [o["seconds_per_task"] for o in pool if o["seconds_per_task"] is not None
+                     and (o["method"], o["benchmark"], list(o["hidden"])) == kind]
             if known:
-                st["seconds_left"] = (int(st["tasks"]) - st["tasks_done"]) * known[len(known) // 2]
+                st["seconds_left"] = (int(st["tasks"]) - st["tasks_done"]) * statistics.median(known)
     return out
 
 

@@ -37,11 +37,33 @@ MATRIX_CSV = "accuracy_matrix.csv"
 SUMMARY = "summary.json"
 CHECKPOINT = "checkpoint.pt"
 ERROR = "error.txt"
+LOCK = ".lock"
 
 
 def seed_dir(out: str | os.PathLike, benchmark: str, method: str, seed: int) -> Path:
     """The directory of one seed's run."""
     return Path(out) / f"{benchmark}-{method}" / f"seed-{int(seed)}"
+
+
+def find_run_dirs(paths: Iterable[str | os.PathLike], *, started_only: bool = False) -> list[Path]:
+    """Every run directory (one holding a ``config.json``) under ``paths``, recursively, or the path
+    itself; with ``started_only`` only those that finished a task (holding a ``metrics.jsonl``).
+    Sorted, each once; FileNotFoundError naming a path that does not exist.
+
+    >>> import tempfile
+    >>> root = Path(tempfile.mkdtemp())
+    >>> for s in (0, 1):
+    ...     RunDir(seed_dir(root, "pmnist", "bimu", s)).write_json(CONFIG, {"seed": s})
+    >>> RunDir(seed_dir(root, "pmnist", "bimu", 1)).write_metrics([{"task": 0}])
+    >>> [p.name for p in find_run_dirs([root])], [p.name for p in find_run_dirs([root], started_only=True)]
+    (['seed-0', 'seed-1'], ['seed-1'])
+    """
+    found: set[Path] = set()
+    for p in map(Path, paths):
+        if not p.exists():
+            raise FileNotFoundError(f"no such run directory: {p}")
+        found.update([p] if (p / CONFIG).is_file() else (c.parent for c in p.rglob(CONFIG)))
+    return sorted(d for d in found if not started_only or (d / METRICS).is_file())
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
@@ -148,7 +170,8 @@ class RunDir:
         """The records of ``metrics.jsonl`` (empty if absent)."""
         if not self.exists(METRICS):
             return []
-        return [json.loads(line) for line in self.file(METRICS).read_text(encoding="utf-8").splitlines() if line]
+        text = self.file(METRICS).read_text(encoding="utf-8")
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
 
     def write_matrix(self, R: np.ndarray) -> None:
         """Atomically write the accuracy matrix as ``.npy`` and ``.csv`` (empty cells for NaN)."""
@@ -196,15 +219,12 @@ class RunDir:
         after ``kill -9``) is taken over.
         """
         self.path.mkdir(parents=True, exist_ok=True)
-        lock = self.file(".lock")
+        lock = self.file(LOCK)
         for _ in range(2):
             try:
                 fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
             except FileExistsError:
-                try:
-                    pid = int(lock.read_text().strip() or 0)
-                except (OSError, ValueError):
-                    pid = 0
+                pid = self.lock_pid()
                 if pid and pid != os.getpid() and pid_alive(pid):
                     raise RuntimeError(f"{self.path} is in use by process {pid}; wait for it or stop it") from None
                 lock.unlink(missing_ok=True)
@@ -214,13 +234,25 @@ class RunDir:
             return
         raise RuntimeError(f"could not lock {self.path}")
 
+    def lock_pid(self) -> int | None:
+        """The pid written in ``.lock``, or ``None`` when there is no readable lock (the process named
+        may have died: see :meth:`locked_by_live_process`)."""
+        try:
+            return int(self.file(LOCK).read_text().strip() or 0) or None
+        except (OSError, ValueError):
+            return None
+
+    def locked_by_live_process(self) -> bool:
+        """Whether a process that is still alive holds ``.lock`` (a run in progress)."""
+        pid = self.lock_pid()
+        return pid is not None and pid_alive(pid)
+
     def release_lock(self) -> None:
         """Remove this process's ``.lock``."""
-        lock = self.file(".lock")
         try:
-            if int(lock.read_text().strip() or 0) == os.getpid():
-                lock.unlink()
-        except (OSError, ValueError):
+            if self.lock_pid() == os.getpid():
+                self.file(LOCK).unlink(missing_ok=True)
+        except OSError:
             pass
 
     def __repr__(self) -> str:

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from bimu.experiments.rundir import CONFIG, ERROR, METRICS, SUMMARY, pid_alive
+from bimu.experiments.rundir import CONFIG, ERROR, SUMMARY, RunDir, find_run_dirs
 
 RECENT_TASKS = 10
 """Tasks over which the recent rate and time per task are taken (medians)."""
@@ -36,30 +36,20 @@ STATES = ("running", "stopped", "failed", "not started", "complete")
 """Run states, in the order the table lists them."""
 
 
-def _lock_pid(path: Path) -> int | None:
-    try:
-        return int((path / ".lock").read_text().strip() or 0) or None
-    except (OSError, ValueError):
-        return None
-
-
 def seed_status(path: str | os.PathLike) -> dict[str, Any]:
     """The status of one seed directory (holding ``config.json``): ``state``, ``tasks_done``, ``tasks``
     (``None`` when the config leaves it to the benchmark and no summary says it), ``last_acc``,
     ``steps_per_s`` and ``seconds_per_task`` (medians over the last tasks; ``None`` before the first),
     ``hidden`` (the hidden widths), ``seconds_spent`` (training and evaluation time of the tasks done, summed over sittings),
     ``seconds_left`` (``None`` when unknown) and ``error`` (the last line of ``error.txt``)."""
-    p = Path(path)
+    rd = RunDir(path)
+    p = rd.path
     try:
-        cfg = json.loads((p / CONFIG).read_text())
+        cfg = rd.read_json(CONFIG)
     except (OSError, ValueError) as e:
         raise ValueError(f"{p}: not a readable run directory ({CONFIG}: {e})") from None
-    records = []
-    if (p / METRICS).is_file():
-        records = [json.loads(line) for line in (p / METRICS).read_text().splitlines() if line.strip()]
-    summary = None
-    if (p / SUMMARY).is_file():
-        summary = json.loads((p / SUMMARY).read_text())
+    records = rd.read_metrics()
+    summary = rd.read_json(SUMMARY) if rd.exists(SUMMARY) else None
     tasks = cfg.get("tasks")
     if summary and summary.get("n_tasks"):
         tasks = int(summary["n_tasks"])
@@ -68,13 +58,12 @@ def seed_status(path: str | os.PathLike) -> dict[str, Any]:
     rates = [r["steps_per_s"] for r in recent if r.get("steps_per_s")]
     per_task = [r.get("train_seconds", 0.0) + r.get("eval_seconds", 0.0) for r in recent if "train_seconds" in r]
     error = None
-    if (p / ERROR).is_file():
-        lines = [x for x in (p / ERROR).read_text(errors="replace").splitlines() if x.strip()]
+    if rd.exists(ERROR):
+        lines = [x for x in rd.file(ERROR).read_text(errors="replace").splitlines() if x.strip()]
         error = lines[-1] if lines else "error.txt is empty"
-    pid = _lock_pid(p)
     if summary and summary.get("complete"):
         state = "complete"
-    elif pid is not None and pid_alive(pid):
+    elif rd.locked_by_live_process():
         state = "running"
     elif error is not None:
         state = "failed"
@@ -95,20 +84,6 @@ def seed_status(path: str | os.PathLike) -> dict[str, Any]:
             "tasks_done": done, "tasks": tasks, "last_acc": records[-1].get("acc") if records else None,
             "steps_per_s": statistics.median(rates) if rates else None, "seconds_per_task": seconds_per_task,
             "seconds_spent": spent, "seconds_left": seconds_left, "error": error}
-
-
-def find_runs(paths: Iterable[str | os.PathLike]) -> list[Path]:
-    """Every directory holding a ``config.json`` under ``paths`` (or the path itself), sorted;
-    FileNotFoundError naming a path that does not exist."""
-    found = set()
-    for p in map(Path, paths):
-        if not p.exists():
-            raise FileNotFoundError(f"no such run directory: {p}")
-        if (p / CONFIG).is_file():
-            found.add(p)
-        else:
-            found.update(c.parent for c in p.rglob(CONFIG))
-    return sorted(found)
 
 
 def format_duration(seconds: float | None) -> str:
@@ -177,7 +152,7 @@ def format_status(statuses: Sequence[dict[str, Any]], roots: Sequence[str | os.P
 def cmd_status(args) -> int:
     """``bimu status PATH...``: print the table (or JSON with ``--json``); 2 if a path is missing."""
     try:
-        runs = find_runs(args.paths)
+        runs = find_run_dirs(args.paths)
         statuses = [seed_status(p) for p in runs]
     except (FileNotFoundError, ValueError) as e:
         print(f"bimu: error: {e}", file=sys.stderr)

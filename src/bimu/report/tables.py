@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections import defaultdict
@@ -17,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from bimu.experiments.rundir import CONFIG, MATRIX_NPY, SUMMARY, RunDir, find_run_dirs
 
 # Table 1 of the paper (1000-task Permuted MNIST, 100 hidden units): last-5 accuracy (mean, std),
 # OOD AUC, MMRR, single-task accuracy. None where the paper gives no value.
@@ -36,25 +37,20 @@ _ALIASES = {"ewc-online": "ewc", "ewc_online": "ewc", "synaptic-metaplasticity":
 
 
 def find_seed_dirs(paths: Iterable[str | os.PathLike]) -> list[Path]:
-    """Every directory under ``paths`` (recursively, or the path itself) holding a ``config.json``
-    and a ``metrics.jsonl``; raises FileNotFoundError naming a path that does not exist."""
-    found = []
-    for p in paths:
-        p = Path(p)
-        if not p.exists():
-            raise FileNotFoundError(f"no such run directory: {p}")
-        cands = [p] if (p / "config.json").is_file() else [c.parent for c in sorted(p.rglob("config.json"))]
-        found += [c for c in cands if (c / "metrics.jsonl").is_file()]
-    return sorted(set(found))
+    """Every run directory under ``paths`` (recursively, or the path itself) that finished a task
+    (:func:`bimu.experiments.rundir.find_run_dirs` with ``started_only``); FileNotFoundError naming a
+    path that does not exist."""
+    return find_run_dirs(paths, started_only=True)
 
 
 def load_run(path: str | os.PathLike) -> dict[str, Any]:
     """One seed directory: config, accuracy matrix, metric records, summary (None if incomplete)."""
-    p = Path(path)
-    cfg = json.loads((p / "config.json").read_text())
-    R = np.load(p / "accuracy_matrix.npy") if (p / "accuracy_matrix.npy").is_file() else None
-    recs = [json.loads(x) for x in (p / "metrics.jsonl").read_text().splitlines() if x]
-    summ = json.loads((p / "summary.json").read_text()) if (p / "summary.json").is_file() else None
+    rd = RunDir(path)
+    p = rd.path
+    cfg = rd.read_json(CONFIG)
+    R = rd.read_matrix() if rd.exists(MATRIX_NPY) else None
+    recs = rd.read_metrics()
+    summ = rd.read_json(SUMMARY) if rd.exists(SUMMARY) else None
     seed = summ.get("seed") if summ else None
     if seed is None and p.name.startswith("seed-"):
         seed = int(p.name[5:])
