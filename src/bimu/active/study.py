@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+from bimu.atomic import atomic_path, atomic_write_text
 
 OD_PRESET = "openloris-8192-imbalanced"
 """The paper's preset for the imbalanced OpenLORIS active-learning experiment."""
@@ -216,8 +217,8 @@ def _run_unlocked(jobs, path, log, run_stream) -> None:
                        bool(job.get("standardize", False)))
         r.pop("task_quarters", None)
         r.update(key=key, job=job, seconds=round(time.time() - t0, 1))
-        with open(path, "a") as f:
-            f.write(json.dumps(r, default=float) + "\n")
+        old = path.read_text() if path.exists() else ""  # rewritten whole: a crash never tears a row
+        atomic_write_text(path, old + json.dumps(r, default=float) + "\n")
         done.add(key)
         log(f"{key}: acc {100 * r['accuracy']:.2f} rare {100 * r['rare_accuracy']:.2f} "
             f"queried {100 * r['query_fraction']:.2f}% ({r['seconds']} s)")
@@ -344,7 +345,8 @@ def plot(summary, path, settings=None) -> None:
             ax.grid(alpha=0.3)
         row[0].legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=100)
     plt.close(fig)
 
 
@@ -384,7 +386,8 @@ def plot_updates(summary, path, settings) -> None:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=100)
     plt.close(fig)
 
 
@@ -394,8 +397,8 @@ def report(out) -> dict:
     R times, on their own)."""
     out = Path(out)
     summary = summarize(load_rows(out))
-    (out / "summary.md").write_text(markdown(summary))
-    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=float))
+    atomic_write_text(out / "summary.md", markdown(summary))
+    atomic_write_text(out / "summary.json", json.dumps(summary, indent=1, default=float))
     for bench in sorted({k.split(" ", 1)[0] for k in summary}):
         names = [k for k in summary if k.startswith(bench + " ") and " validation " not in k]
         if names:
@@ -473,8 +476,7 @@ def main(argv=None) -> int:
         for nf in args.n_features:
             res.append(dataset_stats(get_feature_benchmark(args.benchmark, n_features=nf)))
             print(json.dumps({k: v for k, v in res[-1].items() if k != "probe_per_task"}), flush=True)
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-        (Path(args.out) / f"stats-{args.benchmark}.json").write_text(json.dumps(res, indent=1))
+        atomic_write_text(Path(args.out) / f"stats-{args.benchmark}.json", json.dumps(res, indent=1))
         return 0
     if args.cmd == "run":
         try:

@@ -26,7 +26,8 @@ import numpy as np
 import torch
 
 from bimu.active.learner import ActiveLearner, make_acquisition
-from bimu.data.features import StreamingStandardizer, atomic_write_text
+from bimu.atomic import atomic_write_text
+from bimu.data.features import StreamingStandardizer
 from bimu.data.imbalance import split_accuracy
 from bimu.methods import create_method, get_method
 

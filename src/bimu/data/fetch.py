@@ -26,6 +26,7 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from bimu.atomic import atomic_path
 from bimu.data.idx import ChecksumError, sha256_file
 from bimu.data.mnist import DATASETS, DatasetSpec, missing_files
 from bimu.data.paths import ENV_VAR, resolve_data_dir
@@ -63,10 +64,8 @@ def _install_file(src: Path, spec: DatasetSpec, stem: str, target: Path) -> str:
         name = stem
     else:
         raise ChecksumError(f"{src}: sha256 {sha} matches neither the gzip nor the raw pinned hash of {stem}")
-    target.mkdir(parents=True, exist_ok=True)
-    tmp = target / f".{name}.tmp-{os.getpid()}"
-    shutil.copyfile(src, tmp)
-    os.replace(tmp, target / name)
+    with atomic_path(target / name) as tmp:
+        shutil.copyfile(src, tmp)
     return name
 
 

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bimu.atomic import atomic_write_bytes
+
 _DTYPES = {
     0x08: np.dtype(np.uint8),
     0x09: np.dtype(np.int8),
@@ -149,7 +151,5 @@ def write_idx(path: str | os.PathLike, array: np.ndarray, compress: bool | None 
         compress = p.name.endswith(".gz")
     if compress:
         data = gzip.compress(data, mtime=0)
-    tmp = p.with_name(f".{p.name}.tmp-{os.getpid()}")
-    tmp.write_bytes(data)
-    os.replace(tmp, p)
+    atomic_write_bytes(p, data)
     return p

@@ -78,8 +78,9 @@ def run_compute_cost(args) -> int:
         return 2
     print(table.format())
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(table.as_dict(), f, indent=2)
+        from bimu.atomic import atomic_write_text
+
+        atomic_write_text(args.json, json.dumps(table.as_dict(), indent=2))
     return 0
 
 

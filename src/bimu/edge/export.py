@@ -19,14 +19,13 @@ as :meth:`PackedNetwork.predict`.
 from __future__ import annotations
 
 import importlib.resources
-import os
 import re
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from bimu.atomic import atomic_path, atomic_write_text
 from bimu.edge.packed import PackedNetwork, pack
 from bimu.nn.mlp import LAYER_NORM_EPS, BinaryBayesianMLP
 
@@ -108,18 +107,6 @@ def model_from_method_state(ms: dict, source: str = "state") -> tuple[BinaryBaye
 
 
 # ---------------------------------------------------------------------------- writing
-def _atomic_write(path: Path, write) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def save_npz(packed: PackedNetwork, path, meta: dict | None = None) -> Path:
     """Write ``packed`` (thresholds + everything inference needs) to an ``.npz`` file."""
     path = Path(path)
@@ -139,11 +126,8 @@ def save_npz(packed: PackedNetwork, path, meta: dict | None = None) -> Path:
     for i, t in enumerate(packed.thresholds):
         arrays[f"thresholds_{i}"] = t
 
-    def write(tmp):
-        with open(tmp, "wb") as f:
-            np.savez(f, **arrays)
-
-    _atomic_write(path, write)
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        np.savez(f, **arrays)
     return path
 
 
@@ -217,7 +201,7 @@ def export_packed(packed: PackedNetwork, out_dir, format: str = "npz", meta: dic
     paths = []
     for name, text in (("bimu_model.h", c_header(packed, meta)), ("bimu_infer.c", c_template())):
         p = out / name
-        _atomic_write(p, lambda tmp, text=text: Path(tmp).write_text(text))
+        atomic_write_text(p, text)
         paths.append(p)
     return paths
 

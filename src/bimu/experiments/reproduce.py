@@ -35,6 +35,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from bimu.atomic import atomic_write_text
 from bimu.experiments.config import RunConfig
 
 SCALES = ("full", "quick")
@@ -171,7 +172,7 @@ class Table:
         paths = {}
         for ext, text in (("md", self.markdown()), ("csv", self.csv()), ("tex", self.latex())):
             paths[ext] = out / f"{name}.{ext}"
-            paths[ext].write_text(text, encoding="utf-8")
+            atomic_write_text(paths[ext], text)
         return paths
 
 

@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from bimu.atomic import atomic_write_bytes, atomic_write_text
+
 CONFIG = "config.json"
 ENVIRONMENT = "environment.json"
 METRICS = "metrics.jsonl"
@@ -64,23 +66,6 @@ def find_run_dirs(paths: Iterable[str | os.PathLike], *, started_only: bool = Fa
             raise FileNotFoundError(f"no such run directory: {p}")
         found.update([p] if (p / CONFIG).is_file() else (c.parent for c in p.rglob(CONFIG)))
     return sorted(d for d in found if not started_only or (d / METRICS).is_file())
-
-
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (temp file in the same folder, fsync, ``os.replace``)."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(f".{p.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, p)
-
-
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    """Atomic UTF-8 text write."""
-    atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def _jsonable(v: Any) -> Any:

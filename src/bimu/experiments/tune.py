@@ -939,8 +939,6 @@ def best_trial_info(study, config: TuneConfig, trial=None) -> dict[str, Any]:
 
 def write_json(path: str | os.PathLike, data: Any) -> None:
     """Write ``data`` as indented JSON atomically (temp file + ``os.replace``)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
-    os.replace(tmp, path)
+    from bimu.atomic import atomic_write_text
+
+    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=False) + "\n")

@@ -66,12 +66,14 @@ def _save(fig, path) -> Path:
     """Save ``fig`` to ``path`` atomically (temp file + ``os.replace``) and close it."""
     import matplotlib.pyplot as plt
 
+    from bimu.atomic import atomic_path
+
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(f".{p.stem}.tmp-{os.getpid()}{p.suffix}")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    os.replace(tmp, p)
+    try:
+        with atomic_path(p) as tmp:
+            fig.savefig(tmp, dpi=110)
+    finally:
+        plt.close(fig)
     return p
 
 

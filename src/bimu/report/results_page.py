@@ -53,7 +53,8 @@ def reproduce_command(name: str, opts) -> str:
 def write_manifest(opts, entry, table, paths: dict, benchmarks: Sequence[str], code: int) -> Path:
     """Write ``OUT/NAME.json`` (atomically) describing one reproduction; returns its path."""
     from bimu.experiments.reproduce import data_status
-    from bimu.experiments.rundir import atomic_write_text, dumps, git_commit
+    from bimu.atomic import atomic_write_text
+    from bimu.experiments.rundir import dumps, git_commit
 
     out = Path(opts.out)
     manifest = {
@@ -162,7 +163,7 @@ def _anchor(m: dict) -> str:
 
 def write_results_page(page: str | os.PathLike, dirs: Sequence[str | os.PathLike], command: str = "") -> Path:
     """Build the page from the manifests under ``dirs`` and write it atomically to ``page``."""
-    from bimu.experiments.rundir import atomic_write_text
+    from bimu.atomic import atomic_write_text
 
     page = Path(page)
     text = render_page(find_manifests(dirs), page.parent, command)

@@ -1,0 +1,69 @@
+"""Every file bimu writes goes through bimu.atomic: a crash leaves the old file or the new one."""
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import bimu
+from bimu.atomic import atomic_path, atomic_write_bytes, atomic_write_text
+
+SRC = Path(bimu.__file__).parent
+
+# writes that may bypass bimu.atomic, with the reason: (file relative to src/bimu, text of the line)
+ALLOWED = {
+    ("atomic.py", "tmp.write_bytes(data)"): "the atomic writer itself",
+    ("experiments/rundir.py", "np.save(buf, np.asarray(R, dtype=np.float64))"): "into a buffer, then atomic",
+    ("experiments/rundir.py", "torch.save(dict(state), buf)"): "into a buffer, then atomic",
+    ("experiments/rundir.py", 'with os.fdopen(fd, "w") as f:'): "the lock file (O_EXCL create)",
+    ("active/study.py", 'lock = open(out / ".study.lock", "w")'): "the study's lock file (flock)",
+    ("engine/rowpass.py", 'with os.fdopen(fd, "w") as fh:'): "generated kernel: mkstemp + os.replace",
+    ("data/fetch.py", 'with urllib.request.urlopen(url, timeout=timeout) as r, open(dest, "wb") as f:'):
+        "download into a temporary folder, verified, then installed atomically",
+}
+WRITE = re.compile(r"\.write_text\(|\.write_bytes\(|open\([^)]*[\"'][wa]b?[\"']|\.savefig\(|np\.save\(|torch\.save\(|json\.dump\(")
+
+
+def test_no_module_writes_a_file_non_atomically():
+    found = []
+    for f in sorted(SRC.rglob("*.py")):
+        prev = ""
+        for line in f.read_text().splitlines():
+            code, prev_code = line.strip(), prev
+            if code:
+                prev = code
+            if code.startswith((">>>", "...", "#")) or not WRITE.search(code):
+                continue
+            if "atomic_path(" in code or "atomic_path(" in prev_code:
+                continue  # writes to the temporary path of an atomic_path block
+            key = (str(f.relative_to(SRC)), code)
+            if key not in ALLOWED:
+                found.append(f"{key[0]}: {code}")
+    assert not found, "non-atomic writes (use bimu.atomic):\n" + "\n".join(found)
+
+
+def test_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path):
+    target = tmp_path / "r.json"
+    atomic_write_text(target, '{"old": 1}')
+    with pytest.raises(ZeroDivisionError):
+        with atomic_path(target) as tmp:
+            tmp.write_text('{"new": ')
+            1 / 0
+    assert target.read_text() == '{"old": 1}' and [p.name for p in tmp_path.iterdir()] == ["r.json"]
+
+
+def test_temporaries_are_unique_beside_the_target_and_keep_its_suffix(tmp_path):
+    with atomic_path(tmp_path / "fig.png") as a, atomic_path(tmp_path / "fig.png") as b:
+        assert a != b and a.parent == b.parent == tmp_path and a.suffix == b.suffix == ".png"
+        a.write_bytes(b"a")
+        b.write_bytes(b"b")
+    assert (tmp_path / "fig.png").read_bytes() == b"a"  # the last to finish wins, whole
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fig.png"]
+
+
+def test_bytes_round_trip_and_permissions(tmp_path):
+    data = np.arange(5, dtype=np.uint8).tobytes()
+    atomic_write_bytes(tmp_path / "deep" / "x.bin", data)
+    p = tmp_path / "deep" / "x.bin"
+    assert p.read_bytes() == data and (p.stat().st_mode & 0o777) == 0o644
