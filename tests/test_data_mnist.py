@@ -32,6 +32,14 @@ def test_missing_dataset_error_says_how_to_fetch(tmp_path):
         locate_file("fashion-mnist", "t10k-labels-idx1-ubyte", tmp_path)
 
 
+def test_missing_dataset_error_names_the_environment_variable_it_came_from(tmp_path, monkeypatch):
+    monkeypatch.setenv(ENV_VAR, str(tmp_path))
+    with pytest.raises(DataNotFoundError, match=r"data directory is .* \(from \$BIMU_DATA_DIR\)"):
+        load_dataset("mnist", "test")
+    with pytest.raises(DataNotFoundError, match=r"\(from --data-dir\)"):
+        load_dataset("mnist", "test", tmp_path)
+
+
 def test_corrupt_dataset_file_is_rejected(tmp_path):
     folder = tmp_path / "mnist"
     folder.mkdir()

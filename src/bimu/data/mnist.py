@@ -155,4 +155,6 @@ def load_dataset(name: str, split: str, data_dir: str | os.PathLike | None = Non
     if split not in SPLIT_FILES:
         raise ValueError(f"split must be 'train' or 'test', got {split!r}")
     _spec(name)
+    for stem in SPLIT_FILES[split]:
+        locate_file(name, stem, data_dir)  # a missing file is reported with where the folder came from
     return _load(name, split, str(resolve_data_dir(data_dir)))
