@@ -1,5 +1,6 @@
 import json
 import os
+import re
 
 import pytest
 
@@ -89,3 +90,17 @@ def test_benchmark_options_from_the_command_line(capsys, tmp_path):
     assert "stream_repeats must be an integer >= 1" in capsys.readouterr().err
     assert cli.main(["run", "fake-test", "--option", "nope", "--out", str(tmp_path / "r3")]) == 2
     assert "--option expects KEY=VALUE, got 'nope'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text, message", [
+    (None, r"config file .*missing.json: cannot be read \(No such file or directory\)"),
+    ("{bad", r"config file .*c.json is not valid JSON: Expecting property name .* at line 1, column 2"),
+    ("[1, 2]", r"config file .*c.json must hold a JSON object of config keys, got list"),
+])
+def test_bad_config_file_is_named_before_any_work(tmp_path, capsys, text, message):
+    path = tmp_path / ("missing.json" if text is None else "c.json")
+    if text is not None:
+        path.write_text(text)
+    assert cli.main(["run", "fake-test", "--config", str(path), "--out", str(tmp_path / "out")]) == 2
+    assert re.search(message, capsys.readouterr().err)
+    assert not (tmp_path / "out").exists()

@@ -13,6 +13,7 @@ import argparse
 import importlib
 import json
 import sys
+from pathlib import Path
 from collections.abc import Sequence
 
 COMMAND_MODULES: tuple[str, ...] = (
@@ -90,14 +91,29 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     a.add_argument("--budget-exponent", type=float, default=_S, help="budget controller exponent (default 0.5)")
 
 
+def read_config_file(path: str) -> dict:
+    """The JSON object of a ``--config`` file; ValueError naming the file for a missing, unreadable or
+    malformed file, or one that does not hold an object (``bimu tune`` exports such a file)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise ValueError(f"config file {path}: cannot be read ({e.strerror or e})") from None
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"config file {path} is not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}") from None
+    if not isinstance(obj, dict):
+        raise ValueError(f"config file {path} must hold a JSON object of config keys, got {type(obj).__name__}")
+    return obj
+
+
 def config_from_args(args: argparse.Namespace):
     """A validated RunConfig from parsed ``bimu run`` arguments."""
     from bimu.experiments.config import RunConfig, parse_benchmark_option, parse_override
 
     d = {}
     if args.config_file:
-        with open(args.config_file) as f:
-            d.update(json.load(f))
+        d.update(read_config_file(args.config_file))
     skip = {"func", "command", "config_file", "progress"}
     for k, v in vars(args).items():
         if k in skip:
