@@ -142,3 +142,13 @@ def test_bulk_updates_equal_single_updates():
         a.record_unpredicted_update(task=2)
     b.record_bulk_updates(5, task=2)
     assert a.as_dict() == b.as_dict() and a.task_quarters() == b.task_quarters()
+
+
+def test_a_vote_threshold_out_of_the_scores_range_is_refused():
+    from bimu.active import make_acquisition
+
+    assert make_acquisition("vr", threshold=1.0, mc_samples=10).rule.tau == 1.0  # allowed: queries nothing
+    for strategy in ("vr", "vr-true"):
+        with pytest.raises(ValueError, match=rf"threshold 3.0 for '{strategy}' is out of range: .* in \[0, 1\]"):
+            make_acquisition(strategy, threshold=3.0, mc_samples=10)
+    assert make_acquisition("entropy", threshold=3.0, mc_samples=10).rule.tau == 3.0  # bits: up to log2(C)

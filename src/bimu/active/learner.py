@@ -71,6 +71,9 @@ class Acquisition:
                 self.controller = BudgetController(budget, budget_exponent, self.mc_samples)
             else:
                 self.rule = ThresholdRule(threshold)
+                if self.info.discrete and self.rule.tau > 1.0:
+                    raise ValueError(f"threshold {threshold} for {self.strategy!r} is out of range: the score is a "
+                                     f"fraction of the K = {self.mc_samples} votes, in [0, 1] (1 queries nothing)")
 
     @property
     def needs_labels(self) -> bool:
