@@ -210,3 +210,37 @@ def test_memory_footprint_table_against_paper():
     for name in ("bimu", "bayesbinn", "synaptic-metaplasticity", "ste", "mesu", "sgd"):
         assert round(table[name], 2) == PAPER_MEMORY_MB[name], name
     assert table["ewc-online"] == table["si"] == pytest.approx(4 * 79510 * 4 / 1e6, abs=1e-4)
+
+
+@pytest.mark.parametrize("method, first", [("mesu", "relu"), ("synaptic-metaplasticity", "sign")])
+def test_activation_ablation_variants_gate_the_hidden_layer(method, first):
+    """MESU and Syn. Meta. with the Reverse Binary Gate (the paper's activation ablation): hidden units
+    are 1[|z| > gate_width] (0/1) with the box surrogate derivative; the default is unchanged."""
+    import bimu.engine
+    from bimu.experiments.config import RunConfig
+    from bimu.experiments.runner import make_method
+
+    assert get_method(method).resolve_hyperparameters({})["activation"] == first
+    m = create_method(method, [6, 5, 3], seed=0, activation="rbg", gate_width=0.5)
+    net = m.model
+    hidden = []
+    net.layers[1].register_forward_pre_hook(lambda mod, args: hidden.append(args[0].detach()))
+    m.predict_proba(torch.randn(4, 6))
+    assert set(torch.unique(hidden[-1]).tolist()) <= {0.0, 1.0}
+    # the box surrogate: derivative 1 on (w/2, 3w/2), -1 on (-3w/2, -w/2), 0 elsewhere (w = 0.5)
+    z = torch.tensor([0.3, 0.6, 0.9, -0.3, -0.6, 0.1], requires_grad=True)
+    from bimu.nn import rbg
+    rbg(z, 0.5).sum().backward()
+    assert z.grad.tolist() == [1.0, 1.0, 0.0, -1.0, -1.0, 0.0]
+    # it learns: one step moves the weights, and the run goes to the torch path (the kernels do not
+    # implement this activation), where the default goes to the fused engine
+    before = [p.detach().clone() for p in m.model.parameters()]
+    m.learn(torch.randn(1, 6), torch.tensor([2]))
+    assert any(not torch.equal(a, b.detach()) for a, b in zip(before, m.model.parameters()))
+    assert not bimu.engine.supports(method, [6, 5, 3], {"activation": "rbg"})
+    assert bimu.engine.supports(method, [6, 5, 3], {"activation": first})
+    cfg = RunConfig.from_dict({"method": method, "overrides": {"activation": "rbg"}})
+    _, engine = make_method(cfg, [6, 5, 3], 0, get_method(method).resolve_hyperparameters({"activation": "rbg"}))
+    assert engine == "torch"
+    with pytest.raises(ValueError, match=r"must be one of \("):
+        create_method(method, [6, 5, 3], seed=0, activation="tanh")

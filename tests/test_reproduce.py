@@ -79,20 +79,15 @@ def test_memory_window_quick_and_reuse(tmp_path):
 
 @needs_data
 def test_activation_quick_and_reuse(tmp_path):
-    from bimu.methods import get_method
-
     assert _quick("activation", tmp_path) == 0
     md, header, rows, tex = _tables(tmp_path, "activation")
     assert header[:4] == ["Method", "Activation", "Mean acc. last 5 tasks (%)", "Paper"]
     assert len(rows) == 8
     by = {(r[0], r[1]): r for r in rows}
     assert by[("BiMU", "RBG")][3] == "90.29 ± 0.24" and by[("MESU", "ReLU")][3] == "93.51 ± 0.18"
-    for method, name in (("mesu", "MESU"), ("synaptic-metaplasticity", "Syn. Meta.")):
-        rbg = by[(name, "RBG")]
-        if "activation" in get_method(method).hyperparameters:
-            assert rbg[2] != "n/a"
-        else:
-            assert rbg[2] == "n/a" and "not applicable" in md
+    for name in ("MESU", "Syn. Meta."):  # every row is a run: the RBG variants on the torch path
+        assert by[(name, "RBG")][2] not in ("-", "n/a")
+    assert "not applicable" not in md
     assert by[("BiMU", "Sign")][2] not in ("-", "n/a")
     before = _run_files(tmp_path)
     assert _quick("activation", tmp_path) == 0
@@ -139,7 +134,9 @@ def test_full_scale_activation_shares_the_identical_memory_window_runs():
     assert act["bayesbinn-rbg"].same_runs_as == ("memory-window", "bayesbinn")
     assert rp.row_dir(opts, "activation", act["bimu-rbg"]) == rp.row_dir(opts, "memory-window", mw["bimu-N700"])
     assert "same runs as memory-window row bimu-N700" in act["bimu-rbg"].note
-    for slug in ("bimu-sign", "bayesbinn-sign", "mesu-default"):
+    assert act["mesu-rbg"].config.overrides == {"activation": "rbg"}
+    for slug in ("bimu-sign", "bayesbinn-sign", "mesu-relu", "mesu-rbg", "synaptic-metaplasticity-sign",
+                 "synaptic-metaplasticity-rbg"):
         assert act[slug].same_runs_as is None
         assert rp.row_dir(opts, "activation", act[slug]) == Path("repro/runs/full/activation") / slug
     quick = rp.Options(seeds=(0,), scale="quick")  # quick rows differ (example limits): nothing shared

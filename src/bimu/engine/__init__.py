@@ -40,8 +40,12 @@ def supports(method_name: str, sizes: Sequence[int], hparams: Mapping[str, Any] 
     """Whether the engine can run ``method_name`` on a network of ``sizes`` with ``hparams``.
 
     True for every method of :data:`FUSED_METHODS` (any depth and width; for ``"bimu"`` and
-    ``"bayesbinn"`` ``activation`` rbg or sign; the torch methods' hyperparameters and defaults); False for anything it cannot run faithfully (unknown
-    method or hyperparameter, invalid values or sizes).
+    ``"bayesbinn"`` ``activation`` rbg or sign; the torch methods' hyperparameters and defaults); False
+    for anything it cannot run faithfully (unknown method or hyperparameter, invalid values or sizes, a
+    value outside the class's ``engine_values``, e.g. MESU or Synaptic Metaplasticity with the RBG).
+
+    >>> supports("mesu", [4, 3, 2]), supports("mesu", [4, 3, 2], {"activation": "rbg"})
+    (True, False)
     """
     cls = FUSED_METHODS.get(method_name)
     hparams = dict(hparams or {})
@@ -51,7 +55,9 @@ def supports(method_name: str, sizes: Sequence[int], hparams: Mapping[str, Any] 
         sizes = [int(s) for s in sizes]
         if len(sizes) < 2 or any(s <= 0 for s in sizes):
             return False
-        cls.resolve_hyperparameters(hparams)
+        resolved = cls.resolve_hyperparameters(hparams)
+        if hasattr(cls, "check_engine_values"):
+            cls.check_engine_values(resolved)
     except (TypeError, ValueError):
         return False
     return True
@@ -65,7 +71,9 @@ def create_fused(method_name: str, sizes: Sequence[int], seed: int = 0,
     if not supports(method_name, sizes, hparams):
         cls = FUSED_METHODS.get(method_name)
         if cls is not None:
-            cls.resolve_hyperparameters(hparams)  # raises the precise error when a value is bad
+            resolved = cls.resolve_hyperparameters(hparams)  # raises the precise error when a value is bad
+            if hasattr(cls, "check_engine_values"):
+                cls.check_engine_values(resolved)  # or names the value the kernels do not implement
         raise ValueError(f"the fused engine does not support method {method_name!r} with sizes {list(sizes)} "
                          f"and hyperparameters {sorted(hparams)}; supported methods: {sorted(FUSED_METHODS)}")
     return FUSED_METHODS[method_name](sizes, seed=seed, threads=threads, dtype=dtype, **hparams)

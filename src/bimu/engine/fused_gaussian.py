@@ -35,6 +35,7 @@ class FusedMESU(EngineMethod):
 
     info = MESUMethod.info
     hyperparameters = MESUMethod.hyperparameters
+    engine_values = {"activation": ("relu",)}
     presets = MESUMethod.presets
 
     def _build(self, generator: torch.Generator) -> None:

@@ -148,6 +148,7 @@ class FusedSynapticMetaplasticity(FusedSTE):
 
     info = SynapticMetaplasticityMethod.info
     hyperparameters = SynapticMetaplasticityMethod.hyperparameters
+    engine_values = {"activation": ("sign",)}
     presets = SynapticMetaplasticityMethod.presets
     _norm = True
 

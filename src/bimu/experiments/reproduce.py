@@ -267,30 +267,17 @@ def rows_memory_window(opts: Options) -> list[Row]:
 
 
 def rows_activation(opts: Options) -> list[Row]:
-    """Sign (ReLU for MESU) vs RBG for BayesBiNN, BiMU, MESU, Syn. Meta.; the activation is varied only
-    for methods that declare an ``activation`` hyperparameter, the others run their own default once and
-    their RBG row is reported as not applicable."""
-    from bimu.methods import get_method
-
+    """Sign (ReLU for MESU) vs RBG for BayesBiNN, BiMU, MESU, Syn. Meta. through each method's
+    ``activation`` hyperparameter (MESU and Syn. Meta. with the RBG run on the torch path: the compiled
+    kernels implement their own activations only)."""
     rows = []
     for method, first in (("bayesbinn", "sign"), ("bimu", "sign"), ("mesu", "relu"), ("synaptic-metaplasticity", "sign")):
-        declared = "activation" in get_method(method).hyperparameters
         for act in (first, "rbg"):
             paper = dict(zip(("acc", "auc", "mmrr", "one_task"), PAPER_ACTIVATION[(method, act)]))
             label = [METHOD_NAMES[method], "ReLU" if act == "relu" else act.upper() if act == "rbg" else "Sign"]
-            if declared:
-                cfg = base_config(opts, tasks_full=100, method=method, train_limit=100, test_limit=100,
-                                  overrides={"activation": act})
-                rows.append(Row(label, f"{method}-{act}", cfg, paper))
-            elif act == first:
-                cfg = base_config(opts, tasks_full=100, method=method, train_limit=100, test_limit=100)
-                rows.append(Row(label, f"{method}-default", cfg, paper,
-                                note=f"{method} declares no 'activation' hyperparameter: this row is its "
-                                     f"built-in activation ({label[1]} in the paper)"))
-            else:
-                rows.append(Row(label, f"{method}-{act}", None, paper,
-                                note=f"{method} {act.upper()}: not applicable here ({method} declares no "
-                                     "'activation' hyperparameter)"))
+            cfg = base_config(opts, tasks_full=100, method=method, train_limit=100, test_limit=100,
+                              overrides={"activation": act})
+            rows.append(Row(label, f"{method}-{act}", cfg, paper))
     return share_runs(rows, "memory-window", rows_memory_window(opts))
 
 

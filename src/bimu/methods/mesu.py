@@ -1,4 +1,5 @@
-"""MESU (Bonnet et al. 2025) on a Gaussian mean-field ReLU MLP (no normalisation).
+"""MESU (Bonnet et al. 2025) on a Gaussian mean-field ReLU MLP (no normalisation; ``activation="rbg"``
+puts the Reverse Binary Gate between the layers instead, the paper's activation ablation).
 
 Per update: ``K`` reparameterised samples ``w_k = mu + sigma eps_k`` (one per MC draw, shared by the
 batch), ``C`` = the negative log-likelihood averaged over samples and summed over the batch, autograd
@@ -24,7 +25,7 @@ import torch
 from bimu.methods.base import Hyperparameter, MethodInfo, OnlineMethod, SCORE_NAMES, hyperparameter_table, non_negative, positive, tensor_bytes
 from bimu.methods.bimu import mc_nll
 from bimu.methods.footprint import nested_tensor_bytes
-from bimu.nn.gaussian import GaussianMLP
+from bimu.nn.gaussian import GAUSSIAN_ACTIVATIONS, GaussianMLP
 from bimu.optim.mesu import MESU
 
 
@@ -51,6 +52,9 @@ class MESUMethod(OnlineMethod):
         positive("n_eval_samples", int, 10, "MC samples for prediction and scores"),
         non_negative("mu_init_scale", float, 4.0, "mu ~ U(+-mu_init_scale/sqrt(fan_in))"),
         positive("sigma_init_scale", float, 1.0, "sigma = sigma_init_scale/sqrt(fan_in)"),
+        Hyperparameter("activation", str, "relu", "hidden activation (rbg: the paper's activation ablation)",
+                       choices=GAUSSIAN_ACTIVATIONS),
+        positive("gate_width", float, 1.0, "RBG threshold (activation rbg)"),
     )
     _k10 = dict(n_samples=10, n_eval_samples=10)
     presets = {
@@ -70,7 +74,8 @@ class MESUMethod(OnlineMethod):
     def _build(self, generator: torch.Generator) -> None:
         hp = self.hparams
         self.model = GaussianMLP(self.sizes, mu_init_scale=hp["mu_init_scale"],
-                                 sigma_init_scale=hp["sigma_init_scale"])
+                                 sigma_init_scale=hp["sigma_init_scale"], activation=hp["activation"],
+                                 gate_width=hp["gate_width"])
         self.model.reset_parameters(generator)
         self.optimizer = MESU(self.model.pairs(), lr_mu=hp["lr_mu"], lr_sigma=hp["lr_sigma"],
                               sigma_prior=hp["sigma_prior"], mu_prior=hp["mu_prior"],

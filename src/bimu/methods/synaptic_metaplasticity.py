@@ -1,7 +1,8 @@
 """Synaptic Metaplasticity (Laborieux et al., Nat. Commun. 2021) as a registered method.
 
 Network: :class:`~bimu.nn.SignMLP` with batch norm after every layer (sign weights from hidden
-weights ``W_h``, identity STE; sign activations, hard-tanh STE). Update: metaplastic Adam
+weights ``W_h``, identity STE; sign activations, hard-tanh STE; ``activation="rbg"``: the Reverse
+Binary Gate instead, the paper's activation ablation). Update: metaplastic Adam
 (:mod:`bimu.optim.metaplastic_adam`) on ``W_h`` - an Adam step that would shrink ``|W_h|`` is
 multiplied by ``1 - tanh^2(m |W_h|)`` - and plain Adam (``m = 0``) on the norms' affine parameters,
 both with L2 weight decay. Loss: cross-entropy averaged over the batch.
@@ -36,7 +37,7 @@ import torch.nn.functional as F
 from bimu.methods.base import Hyperparameter, MethodInfo, OnlineMethod, hyperparameter_table, non_negative, positive, tensor_bytes
 from bimu.methods.footprint import nested_tensor_bytes
 from bimu.methods.sgd import DETERMINISTIC_SCORES
-from bimu.nn.sign_linear import SignMLP
+from bimu.nn.sign_linear import SIGN_MLP_ACTIVATIONS, SignMLP
 from bimu.optim.metaplastic_adam import MetaplasticAdam
 
 
@@ -58,6 +59,9 @@ class SynapticMetaplasticityMethod(OnlineMethod):
         non_negative("weight_decay", float, 2.9e-9, "L2 weight decay (added to the gradient)"),
         Hyperparameter("bn_momentum", float, 0.01, "momentum of the norms' running statistics",
                        check=lambda v: 0.0 < v <= 1.0, requirement="in (0, 1]"),
+        Hyperparameter("activation", str, "sign", "hidden activation (rbg: the paper's activation ablation)",
+                       choices=SIGN_MLP_ACTIVATIONS),
+        positive("gate_width", float, 1.0, "RBG threshold (activation rbg)"),
         Hyperparameter("task_affine", bool, False,
                        "store the norms' affine parameters per task and reload them with use_task() "
                        "- USES TASK IDENTITY AT TEST TIME"),
@@ -72,7 +76,8 @@ class SynapticMetaplasticityMethod(OnlineMethod):
 
     def _build(self, generator: torch.Generator) -> None:
         hp = self.hparams
-        self.model = SignMLP(self.sizes, batch_norm=True, bn_momentum=hp["bn_momentum"])
+        self.model = SignMLP(self.sizes, batch_norm=True, bn_momentum=hp["bn_momentum"], activation=hp["activation"],
+                             gate_width=hp["gate_width"])
         self.model.reset_parameters(generator)
         self.optimizer = MetaplasticAdam(
             [{"params": self.model.latent_weights(), "metaplasticity": hp["metaplasticity"]},

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from bimu.nn.activations import rbg
 from bimu.nn.real_mlp import check_sizes
 
 GAUSSIAN_MODES = ("sample", "mean")
@@ -113,16 +114,34 @@ class GaussianLinear(nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}"
 
 
+GAUSSIAN_ACTIVATIONS = ("relu", "rbg")
+"""Hidden activations of :class:`GaussianMLP`: ReLU (MESU's network) or the Reverse Binary Gate (the
+paper's activation ablation, Table "gate ablation")."""
+
+
 class GaussianMLP(nn.Module):
-    """Stack of :class:`GaussianLinear` layers with ReLU between them and no normalisation (MESU).
+    """Stack of :class:`GaussianLinear` layers with ReLU (or the Reverse Binary Gate) between them and
+    no normalisation (MESU).
 
     Args:
         sizes: widths ``[in, hidden..., out]``.
         mu_init_scale, sigma_init_scale: passed to every layer.
+        activation: ``"relu"`` or ``"rbg"`` (:func:`bimu.nn.rbg`, gate ``1[|z| > gate_width]``).
+        gate_width: the RBG threshold (1.0 in every paper run).
+
+    >>> import torch
+    >>> net = GaussianMLP([4, 3, 2], activation="rbg")
+    >>> tuple(net(torch.randn(5, 4), n_samples=2).shape), net.activation
+    ((2, 5, 2), 'rbg')
     """
 
-    def __init__(self, sizes: Sequence[int], mu_init_scale: float = 4.0, sigma_init_scale: float = 1.0):
+    def __init__(self, sizes: Sequence[int], mu_init_scale: float = 4.0, sigma_init_scale: float = 1.0,
+                 activation: str = "relu", gate_width: float = 1.0):
         super().__init__()
+        if activation not in GAUSSIAN_ACTIVATIONS:
+            raise ValueError(f"unknown activation {activation!r}; expected one of {GAUSSIAN_ACTIVATIONS}")
+        self.activation = activation
+        self.gate_width = float(gate_width)
         self.sizes = check_sizes(sizes)
         self.layers = nn.ModuleList(
             GaussianLinear(a, b, mu_init_scale, sigma_init_scale) for a, b in zip(self.sizes[:-1], self.sizes[1:])
@@ -145,5 +164,5 @@ class GaussianMLP(nn.Module):
         for i, layer in enumerate(self.layers):
             h = layer(h, n_samples=n_samples, mode=mode, generator=generator)
             if i < last:
-                h = torch.relu(h)
+                h = torch.relu(h) if self.activation == "relu" else rbg(h, self.gate_width)
         return h

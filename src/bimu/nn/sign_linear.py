@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from bimu.nn.activations import sign_ste
+from bimu.nn.activations import rbg, sign_ste
 from bimu.nn.real_mlp import check_sizes
 
 
@@ -142,6 +142,10 @@ class OnlineBatchNorm(nn.Module):
         return f"{self.num_features}, momentum={self.momentum}, eps={self.eps}"
 
 
+SIGN_MLP_ACTIVATIONS = ("sign", "rbg")
+"""Hidden activations of :class:`SignMLP`."""
+
+
 class SignMLP(nn.Module):
     """Binary-weight, binary-activation MLP on latent weights, with optional batch norm.
 
@@ -153,10 +157,23 @@ class SignMLP(nn.Module):
         sizes: widths ``[in, hidden..., out]``.
         batch_norm: insert :class:`OnlineBatchNorm` after every layer.
         bn_momentum: running-statistics momentum of the norms.
+        activation: ``"sign"`` (hard-tanh straight-through estimator) or ``"rbg"`` (the Reverse Binary
+            Gate :func:`bimu.nn.rbg`, outputs 0/1: the paper's activation ablation).
+        gate_width: the RBG threshold (1.0 in every paper run).
+
+    >>> import torch
+    >>> net = SignMLP([4, 3, 2], batch_norm=True, activation="rbg")
+    >>> tuple(net(torch.randn(5, 4)).shape), net.activation
+    ((5, 2), 'rbg')
     """
 
-    def __init__(self, sizes: Sequence[int], batch_norm: bool = False, bn_momentum: float = 0.01):
+    def __init__(self, sizes: Sequence[int], batch_norm: bool = False, bn_momentum: float = 0.01,
+                 activation: str = "sign", gate_width: float = 1.0):
         super().__init__()
+        if activation not in SIGN_MLP_ACTIVATIONS:
+            raise ValueError(f"unknown activation {activation!r}; expected one of {SIGN_MLP_ACTIVATIONS}")
+        self.activation = activation
+        self.gate_width = float(gate_width)
         self.sizes = check_sizes(sizes)
         self.layers = nn.ModuleList(SignLinear(a, b) for a, b in zip(self.sizes[:-1], self.sizes[1:]))
         self.batch_norm = bool(batch_norm)
@@ -186,5 +203,5 @@ class SignMLP(nn.Module):
             if self.batch_norm:
                 h = self.norms[i](h, update_stats=update_stats)
             if i < last:
-                h = sign_ste(h)
+                h = sign_ste(h) if self.activation == "sign" else rbg(h, self.gate_width)
         return h
