@@ -15,6 +15,7 @@ from bimu.engine import FUSED_METHODS, create_fused, supports
 from bimu.engine.fused_common import layer_pairs, views
 from bimu.methods import create_method
 from bimu.methods.bimu import mc_nll
+from bimu.nn import rbg
 from test_engine_mnist import _mnist  # the first n MNIST training images, standardised (skips without data)
 
 SIZES = [12, 16, 8, 4]  # two hidden layers: exercises the general-depth code
@@ -47,6 +48,11 @@ def _torch_dtype(t):
     return next(t.model.parameters()).dtype
 
 
+def _hidden_act(t, h):
+    """The torch MESU network's hidden activation (ReLU, or the Reverse Binary Gate)."""
+    return rbg(h, t.model.gate_width) if t.model.activation == "rbg" else torch.relu(h)
+
+
 def _mesu_step(t, eps, x, y):
     """One step of the torch MESU method with the given noise (``eps`` as :meth:`FusedMESU.train_noise`)."""
     h = x
@@ -55,7 +61,7 @@ def _mesu_step(t, eps, x, y):
         w = layer.mu_weight + layer.sigma_weight * torch.from_numpy(eps[2 * l])
         b = layer.mu_bias + layer.sigma_bias * torch.from_numpy(eps[2 * l + 1])
         h = torch.einsum("bi,soi->sbo" if h.dim() == 2 else "sbi,soi->sbo", h, w) + b.unsqueeze(1)
-        h = torch.relu(h) if l < last else h
+        h = _hidden_act(t, h) if l < last else h
     t.optimizer.zero_grad(set_to_none=True)
     mc_nll(h, y).backward()
     t.optimizer.step()
@@ -70,7 +76,7 @@ def _mesu_logits(t, eps, x):
             w = layer.mu_weight + layer.sigma_weight * torch.from_numpy(eps[2 * l])
             b = layer.mu_bias + layer.sigma_bias * torch.from_numpy(eps[2 * l + 1])
             h = torch.einsum("bi,soi->sbo" if h.dim() == 2 else "sbi,soi->sbo", h, w) + b.unsqueeze(1)
-            h = torch.relu(h) if l < len(t.model.layers) - 1 else h
+            h = _hidden_act(t, h) if l < len(t.model.layers) - 1 else h
     return h
 
 
@@ -131,6 +137,36 @@ def test_200_mnist_steps_match_torch(name):
     assert clear.sum() > 100 and torch.equal(torch.log(probs).mean(0).argmax(-1)[clear], lp.argmax(-1)[clear])
     assert m.examples_seen == t.examples_seen == 200 and m.updates_applied == t.updates_applied == 200
     assert m.memory_bytes() == t.memory_bytes()
+
+
+@pytest.mark.parametrize("name", ["mesu", "synaptic-metaplasticity"])
+def test_reverse_binary_gate_variants_match_torch(name):
+    """The activation ablation's MESU and Syn. Meta. with the Reverse Binary Gate: 200 MNIST steps
+    (float64, so no pre-activation sits within rounding of a gate edge) and predictions, as the torch
+    methods; the gate's threshold is a hyperparameter (gate_width)."""
+    X, Y = _mnist(200)
+    hp = dict(create_method(name, [784, 100, 10], 0, preset="pmnist-100").hparams, activation="rbg")
+    if name == "mesu":
+        hp = dict(hp, n_samples=2)
+    m, t = _run_both(name, [784, 100, 10], hp, X, Y, boundary=100, dtype="float64")
+    assert _rel(m.parameters_np(), _torch_params(t)) < 1e-9
+    x = torch.from_numpy(X).double()
+    if name == "mesu":
+        ref = torch.softmax(_mesu_logits(t, m.eval_noise(5), x), -1)
+        probs = m.predict_proba(x, n_samples=5)
+    else:
+        ref, probs = t.predict_proba(x), m.predict_proba(x)
+    assert torch.allclose(probs.double(), ref.double(), atol=1e-9)
+    # the gate changes the network: the same stream with the default activation ends elsewhere
+    m_default, _ = _run_both(name, [784, 100, 10], dict(hp, activation=create_method(name, [4, 2]).hparams["activation"]),
+                             X[:20], Y[:20], dtype="float64")
+    m_gate, _ = _run_both(name, [784, 100, 10], hp, X[:20], Y[:20], dtype="float64")
+    assert _rel(m_gate.parameters_np(), m_default.parameters_np()) > 1e-3
+    small = dict(SMALL_HP[name], activation="rbg", gate_width=0.5)
+    for batch in (1, 3):
+        Xs, Ys = _data(36)
+        m, t = _run_both(name, SIZES, small, Xs, Ys, batch=batch, boundary=5, dtype="float64")
+        assert _rel(m.parameters_np(), _torch_params(t)) < 1e-9
 
 
 @pytest.mark.parametrize("name", BASELINES)

@@ -351,7 +351,8 @@ def plot(summary, path, settings=None) -> None:
 
 
 PAPER_STREAM = 442_194
-"""Training images of the paper's imbalanced OpenLORIS-Object stream (appendix)."""
+"""OpenLORIS-Object's 'total number of training examples' in the paper's appendix (the imbalanced stream's
+length is not stated separately)."""
 
 
 def plot_updates(summary, path, settings) -> None:

@@ -39,12 +39,12 @@ FUSED_METHODS = {"bimu": FusedBiMU, "bayesbinn": FusedBayesBiNN, "sgd": FusedSGD
 def supports(method_name: str, sizes: Sequence[int], hparams: Mapping[str, Any] | None = None) -> bool:
     """Whether the engine can run ``method_name`` on a network of ``sizes`` with ``hparams``.
 
-    True for every method of :data:`FUSED_METHODS` (any depth and width; for ``"bimu"`` and
-    ``"bayesbinn"`` ``activation`` rbg or sign; the torch methods' hyperparameters and defaults); False
-    for anything it cannot run faithfully (unknown method or hyperparameter, invalid values or sizes, a
-    value outside the class's ``engine_values``, e.g. MESU or Synaptic Metaplasticity with the RBG).
+    True for every method of :data:`FUSED_METHODS` (any depth and width; every ``activation`` the
+    torch method offers: rbg or sign for BiMU and BayesBiNN, relu or rbg for MESU, sign or rbg for
+    Synaptic Metaplasticity; the torch methods' hyperparameters and defaults); False for anything it
+    cannot run faithfully (unknown method or hyperparameter, invalid values or sizes).
 
-    >>> supports("mesu", [4, 3, 2]), supports("mesu", [4, 3, 2], {"activation": "rbg"})
+    >>> supports("mesu", [4, 3, 2], {"activation": "rbg"}), supports("mesu", [4, 3, 2], {"activation": "tanh"})
     (True, False)
     """
     cls = FUSED_METHODS.get(method_name)
@@ -55,9 +55,7 @@ def supports(method_name: str, sizes: Sequence[int], hparams: Mapping[str, Any] 
         sizes = [int(s) for s in sizes]
         if len(sizes) < 2 or any(s <= 0 for s in sizes):
             return False
-        resolved = cls.resolve_hyperparameters(hparams)
-        if hasattr(cls, "check_engine_values"):
-            cls.check_engine_values(resolved)
+        cls.resolve_hyperparameters(hparams)
     except (TypeError, ValueError):
         return False
     return True
@@ -71,9 +69,7 @@ def create_fused(method_name: str, sizes: Sequence[int], seed: int = 0,
     if not supports(method_name, sizes, hparams):
         cls = FUSED_METHODS.get(method_name)
         if cls is not None:
-            resolved = cls.resolve_hyperparameters(hparams)  # raises the precise error when a value is bad
-            if hasattr(cls, "check_engine_values"):
-                cls.check_engine_values(resolved)  # or names the value the kernels do not implement
+            cls.resolve_hyperparameters(hparams)  # raises the precise error when a value is bad
         raise ValueError(f"the fused engine does not support method {method_name!r} with sizes {list(sizes)} "
                          f"and hyperparameters {sorted(hparams)}; supported methods: {sorted(FUSED_METHODS)}")
     return FUSED_METHODS[method_name](sizes, seed=seed, threads=threads, dtype=dtype, **hparams)

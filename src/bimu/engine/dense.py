@@ -26,6 +26,19 @@ ACT_RELU = 0
 """Hidden activation ``max(z, 0)``."""
 ACT_SIGN = 1
 """Hidden activation ``sign(z)`` in {-1, +1} (``sign(0) = +1``)."""
+ACT_GATE = 2
+"""Hidden activation: the Reverse Binary Gate ``1[|z| > gate]`` in {0, 1} (:func:`bimu.nn.rbg`)."""
+
+
+@njit(inline="always", **_OPTS)
+def gate_surrogate(z, gate):
+    """The Reverse Binary Gate's surrogate derivative (:func:`bimu.nn.rbg`): 1 on ``(gate/2, 3 gate/2)``,
+    -1 on ``(-3 gate/2, -gate/2)``, 0 elsewhere (in the type of ``z``)."""
+    if as_like(0.5 * gate, z) < z < as_like(1.5 * gate, z):
+        return as_like(1.0, z)
+    if as_like(-1.5 * gate, z) < z < as_like(-0.5 * gate, z):
+        return as_like(-1.0, z)
+    return as_like(0.0, z)
 
 
 def offsets(sizes) -> tuple[np.ndarray, np.ndarray]:
@@ -60,19 +73,22 @@ def ce_delta(z, y, out):
 
 
 @njit(inline="always", **_OPTS)
-def _unit(z, act, m, inv, g, b, norm):
-    """Norm (``(z - m) * inv * g + b`` when ``norm``), then nothing / ReLU / sign (``act`` -1 / 0 / 1)."""
+def _unit(z, act, gate, m, inv, g, b, norm):
+    """Norm (``(z - m) * inv * g + b`` when ``norm``), then nothing / ReLU / sign / the gate
+    ``1[|z| > gate]`` (``act`` -1 / 0 / 1 / 2)."""
     if norm:
         z = (z - m) * inv * g + b
     if act == ACT_RELU:
         return max(z, as_like(0.0, z))
     if act == ACT_SIGN:
         return as_like(1.0, z) if z >= 0 else as_like(-1.0, z)
+    if act == ACT_GATE:
+        return as_like(1.0, z) if abs(z) > as_like(gate, z) else as_like(0.0, z)
     return z
 
 
 @njit(**_OPTS)
-def _forward_one(x, W, Bias, NM, NI, NG, NB, sizes, woff, boff, s, act, norm, bias, cur, nxt, out, b):
+def _forward_one(x, W, Bias, NM, NI, NG, NB, sizes, woff, boff, s, act, gate, norm, bias, cur, nxt, out, b):
     """Logits of one example under weight set ``s`` into ``out[s, b]`` (scratch ``cur``, ``nxt``)."""
     L = sizes.shape[0] - 1
     Pw = woff[L]
@@ -88,7 +104,7 @@ def _forward_one(x, W, Bias, NM, NI, NG, NB, sizes, woff, boff, s, act, norm, bi
             if bias:
                 z += Bias[s * Pb + boff[l] + o]
             u = boff[l] + o
-            nxt[o] = _unit(z, a, NM[u], NI[u], NG[u], NB[u], norm)
+            nxt[o] = _unit(z, a, gate, NM[u], NI[u], NG[u], NB[u], norm)
         for o in range(n_out):
             cur[o] = nxt[o]
     for c in range(sizes[L]):
@@ -96,12 +112,13 @@ def _forward_one(x, W, Bias, NM, NI, NG, NB, sizes, woff, boff, s, act, norm, bi
 
 
 @njit(parallel=True, **_OPTS)
-def dense_forward(X, W, Bias, NM, NI, NG, NB, sizes, woff, boff, S, act, norm, bias, threads, out):
+def dense_forward(X, W, Bias, NM, NI, NG, NB, sizes, woff, boff, S, act, gate, norm, bias, threads, out):
     """Logits ``out [S, B, C]`` of the rows of ``X`` under ``S`` weight sets (evaluation, no training).
 
     ``W``: ``S`` weight sets; ``Bias``: ``S`` bias sets (used when ``bias``); ``NM, NI, NG, NB``: per-unit
     norm mean, inverse standard deviation, scale and shift, applied as ``(z - m) * inv * g + b`` after
-    every layer when ``norm``; ``act``: hidden activation (:data:`ACT_RELU` or :data:`ACT_SIGN`).
+    every layer when ``norm``; ``act``: hidden activation (:data:`ACT_RELU`, :data:`ACT_SIGN` or
+    :data:`ACT_GATE` with threshold ``gate``).
     ``threads > 1`` splits examples over threads (each example's arithmetic is the same).
     """
     B = X.shape[0]
@@ -113,10 +130,10 @@ def dense_forward(X, W, Bias, NM, NI, NG, NB, sizes, woff, boff, S, act, norm, b
             cur = np.empty(maxw, dtype=W.dtype)
             nxt = np.empty(maxw, dtype=W.dtype)
             for s in range(S):
-                _forward_one(X[b], W, Bias, NM, NI, NG, NB, sizes, woff, boff, s, act, norm, bias, cur, nxt, out, b)
+                _forward_one(X[b], W, Bias, NM, NI, NG, NB, sizes, woff, boff, s, act, gate, norm, bias, cur, nxt, out, b)
     else:
         cur = np.empty(maxw, dtype=W.dtype)
         nxt = np.empty(maxw, dtype=W.dtype)
         for b in range(B):
             for s in range(S):
-                _forward_one(X[b], W, Bias, NM, NI, NG, NB, sizes, woff, boff, s, act, norm, bias, cur, nxt, out, b)
+                _forward_one(X[b], W, Bias, NM, NI, NG, NB, sizes, woff, boff, s, act, gate, norm, bias, cur, nxt, out, b)

@@ -31,22 +31,8 @@ class EngineMethod(OnlineMethod):
     ``"float64"``).
     """
 
-    engine_values: dict[str, tuple] = {}
-    """Hyperparameter -> the values the compiled kernels implement (a method whose torch version offers
-    more, e.g. MESU's ``activation="rbg"``, runs those on the torch path; :func:`bimu.engine.supports`
-    says no for them)."""
-
-    @classmethod
-    def check_engine_values(cls, hparams: dict[str, Any]) -> None:
-        """ValueError naming a resolved hyperparameter value the compiled kernels do not implement."""
-        for name, allowed in cls.engine_values.items():
-            if hparams.get(name, allowed[0]) not in allowed:
-                raise ValueError(f"the fused engine runs {cls.info.name!r} with {name} in {allowed} only, got "
-                                 f"{hparams[name]!r}; use the torch path (--engine torch or auto)")
-
     def __init__(self, sizes: Sequence[int], seed: int = 0, threads: int | None = None,
                  dtype: str = "float32", **hparams: Any):
-        self.check_engine_values(self.resolve_hyperparameters(hparams))
         if dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
         self.dtype = np.dtype(DTYPES[dtype])

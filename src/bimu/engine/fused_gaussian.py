@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from bimu.engine.dense import ACT_RELU, dense_forward, offsets
+from bimu.engine.dense import ACT_GATE, ACT_RELU, dense_forward, offsets
 from bimu.engine.fused_common import EngineMethod, from_tensors, layer_pairs, to_tensors, views
 from bimu.engine.gaussian import gaussian_noise, mesu_train
 from bimu.methods.mesu import MESUMethod
@@ -35,12 +35,12 @@ class FusedMESU(EngineMethod):
 
     info = MESUMethod.info
     hyperparameters = MESUMethod.hyperparameters
-    engine_values = {"activation": ("relu",)}
     presets = MESUMethod.presets
 
     def _build(self, generator: torch.Generator) -> None:
         hp = self.hparams
-        net = GaussianMLP(self.sizes, mu_init_scale=hp["mu_init_scale"], sigma_init_scale=hp["sigma_init_scale"])
+        net = GaussianMLP(self.sizes, mu_init_scale=hp["mu_init_scale"], sigma_init_scale=hp["sigma_init_scale"],
+                          activation=hp["activation"], gate_width=hp["gate_width"])
         net.reset_parameters(generator)
         self.K = int(hp["n_samples"])
         self._sizes = np.asarray(self.sizes, dtype=np.int64)
@@ -53,7 +53,8 @@ class FusedMESU(EngineMethod):
         self.sigma = np.concatenate([m.sigma_weight.detach().numpy().reshape(-1) for m in layers]
                                     + [m.sigma_bias.detach().numpy() for m in layers]).astype(self.dtype)
         self._hp = np.array([hp["lr_mu"], hp["lr_sigma"], hp["sigma_prior"], hp["mu_prior"], hp["memory_window"],
-                             hp["clamp_grad"]], dtype=np.float64)
+                             hp["clamp_grad"], hp["gate_width"] if hp["activation"] == "rbg" else 0.0],
+                            dtype=np.float64)
         self.train_step = 0
         self._scratch_batch = 0
         self._units = np.zeros(int(self.boff[-1]), dtype=self.dtype)
@@ -64,7 +65,8 @@ class FusedMESU(EngineMethod):
             n = self.K * batch * int(self.boff[-1])
             width = max(self.sizes)
             self._scratch_arrays = (np.zeros(self.K * self.P, self.dtype), np.zeros(n, self.dtype),
-                                    np.zeros(n, self.dtype), *(np.zeros(width, self.dtype) for _ in range(3)),
+                                    np.zeros(n, self.dtype), np.zeros(n, self.dtype),
+                                    *(np.zeros(width, self.dtype) for _ in range(3)),
                                     np.zeros(self.sizes[-1], self.dtype))
             self._scratch_batch = batch
         return self._scratch_arrays
@@ -112,7 +114,8 @@ class FusedMESU(EngineMethod):
         Bv = np.ascontiguousarray(Wt[:, Pw:]).reshape(-1)
         out = np.empty((n_samples, xn.shape[0], self.sizes[-1]), dtype=self.dtype)
         dense_forward(xn, W, Bv, self._units, self._ones, self._ones, self._units, self._sizes, self.woff, self.boff,
-                      n_samples, ACT_RELU, False, True, self.threads, out)
+                      n_samples, ACT_GATE if self._hp[6] > 0 else ACT_RELU, float(self._hp[6]), False, True,
+                      self.threads, out)
         return out
 
     # ----------------------------------------------------------------- state

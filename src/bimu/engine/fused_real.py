@@ -82,7 +82,7 @@ class FusedSGD(EngineMethod):
         out = np.empty((1, xn.shape[0], self.sizes[-1]), dtype=self.dtype)
         Pw = int(self.woff[-1])
         dense_forward(xn, self.theta, self.theta[Pw:], self._units, self._ones, self._ones, self._units,
-                      self._sizes, self.woff, self.boff, 1, ACT_RELU, False, True, self.threads, out)
+                      self._sizes, self.woff, self.boff, 1, ACT_RELU, 1.0, False, True, self.threads, out)
         return out
 
     # ----------------------------------------------------------------- views and state

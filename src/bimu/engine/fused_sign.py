@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from bimu.engine.dense import ACT_SIGN, dense_forward, offsets
+from bimu.engine.dense import ACT_GATE, ACT_SIGN, dense_forward, offsets
 from bimu.engine.fused_common import EngineMethod, from_tensors, to_tensors, views
 from bimu.engine.sign import sign_train
 from bimu.methods.ste import STEMethod
@@ -66,7 +66,8 @@ class FusedSTE(EngineMethod):
 
     def _hp_vector(self) -> list[float]:
         hp = self.hparams
-        return [hp["lr"], 0.0, hp["weight_decay"], 1.0, float(hp["clip_latent"]), *ADAM_BETAS, ADAM_EPS, 0.0, BN_EPS]
+        return [hp["lr"], 0.0, hp["weight_decay"], 1.0, float(hp["clip_latent"]), *ADAM_BETAS, ADAM_EPS, 0.0, BN_EPS,
+                0.0]
 
     def _scratch(self, batch: int) -> tuple:
         if self._scratch_batch != batch:
@@ -103,8 +104,9 @@ class FusedSTE(EngineMethod):
         else:
             gam = inv = np.ones_like(self.RM)
             bet = np.zeros_like(self.RM)
-        dense_forward(xn, wb, self.RM, self.RM, inv, gam, bet, self._sizes, self.woff, self.boff, 1, ACT_SIGN,
-                      self._norm, False, self.threads, out)
+        gate = float(self._hp[10])
+        dense_forward(xn, wb, self.RM, self.RM, inv, gam, bet, self._sizes, self.woff, self.boff, 1,
+                      ACT_GATE if gate > 0 else ACT_SIGN, gate, self._norm, False, self.threads, out)
         return out
 
     # ----------------------------------------------------------------- views and state
@@ -148,7 +150,6 @@ class FusedSynapticMetaplasticity(FusedSTE):
 
     info = SynapticMetaplasticityMethod.info
     hyperparameters = SynapticMetaplasticityMethod.hyperparameters
-    engine_values = {"activation": ("sign",)}
     presets = SynapticMetaplasticityMethod.presets
     _norm = True
 
@@ -160,7 +161,7 @@ class FusedSynapticMetaplasticity(FusedSTE):
     def _hp_vector(self):
         hp = self.hparams
         return [hp["lr"], hp["metaplasticity"], hp["weight_decay"], 0.0, 0.0, *ADAM_BETAS, ADAM_EPS,
-                hp["bn_momentum"], BN_EPS]
+                hp["bn_momentum"], BN_EPS, hp["gate_width"] if hp["activation"] == "rbg" else 0.0]
 
     def task_end(self) -> None:
         """With ``task_affine``, store a copy of the norms' affine parameters for this task."""

@@ -27,14 +27,15 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic, overload
 
-from bimu.engine.dense import ce_delta
+from bimu.engine.dense import ce_delta, gate_surrogate
 from bimu.engine.fastpath import dot
 from bimu.engine.kernels import _add32, _h32, _mul32, _row_key, _shr32, _u32, _u32_binop, as_like
 
 _OPTS = dict(cache=True, error_model="numpy", nogil=True, boundscheck=False)
 
-HP_FIELDS = ("lr_mu", "lr_sigma", "sigma_prior", "mu_prior", "memory_window", "clamp_grad")
-"""Order of the float64 hyperparameter vector of :func:`mesu_train`."""
+HP_FIELDS = ("lr_mu", "lr_sigma", "sigma_prior", "mu_prior", "memory_window", "clamp_grad", "gate")
+"""Order of the float64 hyperparameter vector of :func:`mesu_train`. ``gate`` > 0: hidden activation the
+Reverse Binary Gate ``1[|z| > gate]`` with its surrogate derivative; 0: ReLU."""
 
 
 def _bitcast(name, src, dst, op):
@@ -190,11 +191,11 @@ def _mesu_row(mu, sg, gm, gs, n, hp):
 
 
 @njit(**_OPTS)
-def mesu_train(X, Y, n_steps, B, K, mu, sg, sizes, woff, boff, hp, key, step0, E, Z, D, wrow, gm, gs, p):
+def mesu_train(X, Y, n_steps, B, K, mu, sg, sizes, woff, boff, hp, key, step0, E, Z, D, G, wrow, gm, gs, p):
     """``n_steps`` online MESU steps of ``B`` examples and ``K`` weight samples each (training draws
-    ``step0 + s``). ``hp``: :data:`HP_FIELDS` (float64). Scratch: ``E`` (``K * P``), ``Z``, ``D``
-    (``K * B * boff[-1]``: pre-activations, gradients), ``wrow``, ``gm``, ``gs`` (widest layer), ``p``
-    (classes)."""
+    ``step0 + s``). ``hp``: :data:`HP_FIELDS` (float64). Scratch: ``E`` (``K * P``), ``Z``, ``D``, ``G``
+    (``K * B * boff[-1]``: activations, gradients, the gate's surrogate derivatives), ``wrow``, ``gm``,
+    ``gs`` (widest layer), ``p`` (classes)."""
     L = sizes.shape[0] - 1
     Pw = woff[L]
     Pu = boff[L]
@@ -203,6 +204,8 @@ def mesu_train(X, Y, n_steps, B, K, mu, sg, sizes, woff, boff, hp, key, step0, E
     one = mu[0]
     inv_k = as_like(1.0, one) / as_like(K, one)
     zero = as_like(0.0, one)
+    gate = hp[6]
+    use_gate = gate > 0
     for s in range(n_steps):
         r0 = s * B
         # ---- forward: Z[(k * B + b) * Pu + boff[l] + o], ReLU applied in place to hidden layers; each
@@ -242,7 +245,11 @@ def mesu_train(X, Y, n_steps, B, K, mu, sg, sizes, woff, boff, hp, key, step0, E
                         u = (k * B + b) * Pu + boff[l] + o
                         Z[u] = Z[u] + bias
                         if l < L - 1:
-                            Z[u] = max(Z[u], zero)
+                            if use_gate:
+                                G[u] = gate_surrogate(Z[u], gate)
+                                Z[u] = as_like(1.0, one) if abs(Z[u]) > as_like(gate, one) else zero
+                            else:
+                                Z[u] = max(Z[u], zero)
         # ---- backward: D = dC/dz per sample and example (C = sum_b mean_k NLL)
         for k in range(K):
             for b in range(B):
@@ -276,10 +283,15 @@ def mesu_train(X, Y, n_steps, B, K, mu, sg, sizes, woff, boff, hp, key, step0, E
                 for b in range(B):
                     a0 = (k * B + b) * Pu + boff[l - 1]
                     dp = D[a0:a0 + n_in]
-                    zp = Z[a0:a0 + n_in]
-                    for i in range(n_in):
-                        if zp[i] <= 0:
-                            dp[i] = zero
+                    if use_gate:
+                        gp = G[a0:a0 + n_in]
+                        for i in range(n_in):
+                            dp[i] = dp[i] * gp[i]
+                    else:
+                        zp = Z[a0:a0 + n_in]
+                        for i in range(n_in):
+                            if zp[i] <= 0:
+                                dp[i] = zero
         # ---- gradients and the MESU step, row by row (weights, then the layer's biases)
         for l in range(L):
             n_in = sizes[l]

@@ -20,16 +20,17 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 from numba import njit
 
-from bimu.engine.dense import ce_delta
+from bimu.engine.dense import ce_delta, gate_surrogate
 from bimu.engine.kernels import as_like, fexp
 
 _OPTS = dict(cache=True, error_model="numpy", nogil=True, boundscheck=False)
 
 HP_FIELDS = ("lr", "metaplasticity", "weight_decay", "decoupled", "clip", "beta1", "beta2", "eps", "bn_momentum",
-             "bn_eps")
+             "bn_eps", "gate")
+"""``gate`` > 0: hidden activation the Reverse Binary Gate ``1[|a| > gate]`` with its surrogate
+derivative; 0: sign with the hard-tanh estimator."""
 """Order of the float64 hyperparameter vector of :func:`sign_train`."""
 
 
@@ -101,6 +102,8 @@ def sign_train(X, Y, n_steps, B, Wh, NP, RM, RV, mW, vW, mN, vN, sizes, woff, bo
     mom = as_like(hp[8], one)
     keep = as_like(1.0 - hp[8], one)
     bn_eps = as_like(hp[9], one)
+    gate = hp[10]
+    use_gate = gate > 0
     fb = as_like(B, one)
     inv_b = as_like(1.0, one) / fb
     for s in range(n_steps):
@@ -137,8 +140,13 @@ def sign_train(X, Y, n_steps, B, Wh, NP, RM, RV, mW, vW, mN, vN, sizes, woff, bo
                     for b in range(B):
                         A[b * Pu + u] = Z[b * Pu + u]
                 if l < L - 1:
-                    for b in range(B):
-                        H[b * Pu + u] = as_like(1.0, one) if A[b * Pu + u] >= 0 else as_like(-1.0, one)
+                    if use_gate:
+                        for b in range(B):
+                            H[b * Pu + u] = as_like(1.0, one) if abs(A[b * Pu + u]) > as_like(gate, one) else \
+                                as_like(0.0, one)
+                    else:
+                        for b in range(B):
+                            H[b * Pu + u] = as_like(1.0, one) if A[b * Pu + u] >= 0 else as_like(-1.0, one)
         # ---- backward: DY holds dL/d(layer output) per example (not divided by B), turned into dL/dz
         for b in range(B):
             zb = b * Pu + boff[L - 1]
@@ -175,9 +183,13 @@ def sign_train(X, Y, n_steps, B, Wh, NP, RM, RV, mW, vW, mN, vN, sizes, woff, bo
                         for i in range(n_in):
                             dp[i] += d if wr[i] >= 0 else -d
                     ap = A[db0:db0 + n_in]
-                    for i in range(n_in):
-                        if abs(ap[i]) > 1:
-                            dp[i] = 0.0
+                    if use_gate:
+                        for i in range(n_in):
+                            dp[i] = dp[i] * gate_surrogate(ap[i], gate)
+                    else:
+                        for i in range(n_in):
+                            if abs(ap[i]) > 1:
+                                dp[i] = 0.0
         # ---- Adam on every latent weight row (g = mean_b dL/dz[b, o] * input[b]), then on the norms
         for l in range(L):
             n_in = sizes[l]

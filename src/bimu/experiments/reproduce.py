@@ -268,8 +268,7 @@ def rows_memory_window(opts: Options) -> list[Row]:
 
 def rows_activation(opts: Options) -> list[Row]:
     """Sign (ReLU for MESU) vs RBG for BayesBiNN, BiMU, MESU, Syn. Meta. through each method's
-    ``activation`` hyperparameter (MESU and Syn. Meta. with the RBG run on the torch path: the compiled
-    kernels implement their own activations only)."""
+    ``activation`` hyperparameter."""
     rows = []
     for method, first in (("bayesbinn", "sign"), ("bimu", "sign"), ("mesu", "relu"), ("synaptic-metaplasticity", "sign")):
         for act in (first, "rbg"):
@@ -284,16 +283,12 @@ def rows_activation(opts: Options) -> list[Row]:
 def rows_pmnist_1000(opts: Options) -> list[Row]:
     """Table 1: the eight methods on 1000-task Permuted MNIST with the cheap evaluation schedule
     (current task after each task, the last five after the final one); quick: BiMU and SGD on 2 tasks."""
-    from bimu.report.tables import PAPER_TABLE1, _ALIASES
+    from bimu.report.tables import paper_table1_cells
 
     methods = ("bimu", "sgd") if opts.scale == "quick" else PAPER_METHOD_ORDER
     rows = []
     for m in methods:
-        ref = PAPER_TABLE1[_ALIASES.get(m, m)]
-        mean, sd = ref["last5"]
-        paper = {"acc": f"{mean:.2f}" + ("" if sd is None else f" ± {sd:.2f}"),
-                 "auc": "-" if ref["auc"] is None else f"{ref['auc']:.2f}",
-                 "mmrr": f"{ref['mmrr']:.2f}", "one_task": f"{ref['one_task']:.2f}"}
+        paper = paper_table1_cells(m)
         cfg = base_config(opts, tasks_full=1000, method=m, train_limit=200, test_limit=200,
                           eval_final="last", eval_final_last=5)
         rows.append(Row([METHOD_NAMES[m]], m, cfg, paper))

@@ -108,7 +108,7 @@ def si_space(trial) -> dict[str, Any]:
 
 
 def sgd_space(trial) -> dict[str, Any]:
-    """Plain SGD: the learning rate only (0.0009-89.5 in the paper's tables)."""
+    """Plain SGD: the learning rate only (3e-4 to 89.5 in the paper's tables)."""
     return {"lr": trial.suggest_float("lr", 1e-4, 100.0, log=True)}
 
 

@@ -86,7 +86,8 @@ from bimu.experiments.rundir import pid_alive
 from bimu.experiments.search_spaces import check_search_space, suggest_hparams
 
 DEFAULT_WEIGHTS: tuple[float, float, float] = (0.5, 0.25, 0.25)
-"""The paper's weights (w1, w2, w3) of Acc_0, mean Acc and Acc_t."""
+"""Default weights (w1, w2, w3) of Acc_0, mean Acc and Acc_t: the paper defines H with these three terms
+but gives no values for the weights; 0.5 / 0.25 / 0.25 is bimu's default (``--weights`` changes it)."""
 
 REDUCTIONS = ("final", "mean")
 """How H_t over tasks becomes the trial value: H at the final task, or the mean over tasks."""
