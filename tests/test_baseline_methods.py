@@ -242,3 +242,29 @@ def test_activation_ablation_variants_gate_the_hidden_layer(method, first):
     assert engine == "fused" and bimu.engine.supports(method, [6, 5, 3], {"activation": "rbg"})
     with pytest.raises(ValueError, match=r"must be one of \("):
         create_method(method, [6, 5, 3], seed=0, activation="tanh")
+
+
+def test_standardised_feature_presets_are_the_papers():
+    """Appendix table hpo-openloris-std (8,192 standardised features) and the MESU (standardized) rows of
+    the imbalanced OpenLORIS and Animals tables, value by value."""
+    expect = {
+        "bimu": dict(lr=1.2, lr_max=0.07, likelihood_multiplier=184.0, kl_multiplier=0.14, memory_window=7900.0,
+                     n_samples=10),
+        "bayesbinn": dict(lr=1.59, prior_strength=1.2e-6, n_samples=10),
+        "synaptic-metaplasticity": dict(lr=4.5e-5, metaplasticity=13.7, weight_decay=8e-12),
+        "ste": dict(lr=1e-4),
+        "mesu": dict(lr_mu=4.0, lr_sigma=5.0, sigma_prior=0.76, memory_window=5e6, clamp_grad=0.53, n_samples=10),
+        "ewc-online": dict(lr=4e-4, importance=0.124, downweighting=0.7),
+        "si": dict(lr=4e-4, coefficient=4.5e-5, damping=0.05),
+        "sgd": dict(lr=3e-4),
+    }
+    for name, values in expect.items():
+        hp = get_method(name).resolve_hyperparameters({}, preset="openloris-8192-std")
+        assert {k: hp[k] for k in values} == values, name
+    mesu = get_method("mesu")
+    assert {k: mesu.resolve_hyperparameters({}, preset="openloris-8192-imbalanced-std")[k]
+            for k in ("lr_mu", "lr_sigma", "sigma_prior", "memory_window", "clamp_grad")} == \
+        dict(lr_mu=20.2, lr_sigma=0.005, sigma_prior=0.61, memory_window=485_000.0, clamp_grad=0.05)
+    assert {k: mesu.resolve_hyperparameters({}, preset="animals-std")[k]
+            for k in ("lr_mu", "lr_sigma", "sigma_prior", "memory_window", "clamp_grad")} == \
+        dict(lr_mu=65.6, lr_sigma=4.7, sigma_prior=0.86, memory_window=397_000.0, clamp_grad=0.41)

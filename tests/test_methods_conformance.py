@@ -256,7 +256,8 @@ def test_unlabelled_examples_only_count(name):
 def test_presets_resolve_and_build(name):
     cls = get_method(name)
     known = {"pmnist-100", "pmnist-2000", "openloris-1024", "openloris-8192", "openloris-25088",
-             "openloris-8192-imbalanced", "animals"}
+             "openloris-8192-imbalanced", "animals", "openloris-8192-std", "openloris-8192-imbalanced-std",
+             "animals-std"}
     assert set(cls.presets) <= known
     for key in cls.presets:
         method = create_method(name, [6, 4], seed=0, preset=key)

@@ -239,6 +239,7 @@ def test_full_scale_rows_follow_the_paper():
     assert [r.config.eval_final for r in b[:4]] == ["all"] * 4 and len(b) == 12
     s = rm.rows_standardisation(opts)
     assert all(r.config.benchmark_options == {"n_features": 8192, "standardize": True} for r in s)
+    assert all(r.config.preset == "openloris-8192-std" for r in s)
     v = ra.rows_vr_samples(opts)
     assert len(v) == 1 + sum(k - 1 for k in ra.VR_SAMPLES)
     assert len(ra.rows_budget(opts)) == 19

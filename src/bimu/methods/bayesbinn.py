@@ -78,6 +78,8 @@ class BayesBiNNMethod(OnlineMethod):
         "pmnist-100": dict(lr=0.77, prior_strength=1.25e-5, n_samples=5, n_eval_samples=5, activation="rbg"),
         "pmnist-2000": dict(lr=0.05, prior_strength=1.1e-6, n_samples=5, n_eval_samples=5, activation="rbg"),
         "openloris-25088": dict(lr=0.011, prior_strength=1.3e-6, n_samples=10, n_eval_samples=10),
+        # Appendix table hpo-openloris-std (standardised 8,192 features)
+        "openloris-8192-std": dict(lr=1.59, prior_strength=1.2e-6, n_samples=10, n_eval_samples=10),
         "openloris-8192": dict(lr=0.86, prior_strength=1e-6, n_samples=10, n_eval_samples=10),
         "openloris-1024": dict(lr=0.3, prior_strength=6.25e-6, n_samples=10, n_eval_samples=10),
         "openloris-8192-imbalanced": dict(lr=0.066, prior_strength=4.6e-5, n_samples=10, n_eval_samples=10),

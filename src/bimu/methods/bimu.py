@@ -85,6 +85,9 @@ class BiMUMethod(OnlineMethod):
         # Appendix, OpenLORIS-Object tables (25,088 / 8,192 features).
         "openloris-25088": dict(lr=2.16, lr_max=0.06, likelihood_multiplier=164.9, kl_multiplier=0.156,
                                 memory_window=6900, n_samples=10, n_eval_samples=10),
+        # Appendix table hpo-openloris-std (standardised 8,192 features)
+        "openloris-8192-std": dict(lr=1.2, lr_max=0.07, likelihood_multiplier=184.0, kl_multiplier=0.14,
+                                  memory_window=7900, n_samples=10, n_eval_samples=10),
         "openloris-8192": dict(lr=33.2, lr_max=0.08, likelihood_multiplier=187.8, kl_multiplier=1.5,
                                memory_window=6700, n_samples=10, n_eval_samples=10),
         "openloris-1024": dict(lr=0.87, lr_max=0.092, likelihood_multiplier=27.26, kl_multiplier=1.6,

@@ -47,6 +47,8 @@ class OnlineEWCMethod(SGDMethod):
         "pmnist-100": dict(lr=0.003, importance=4.1, downweighting=0.7),
         "pmnist-2000": dict(lr=0.006, importance=4.0, downweighting=0.4),
         "openloris-25088": dict(lr=3.9e-4, importance=0.12, downweighting=0.03),
+        # Appendix table hpo-openloris-std (standardised 8,192 features)
+        "openloris-8192-std": dict(lr=4e-4, importance=0.124, downweighting=0.7),
         "openloris-8192": dict(lr=0.001, importance=0.069, downweighting=0.2),
         "openloris-1024": dict(lr=0.005, importance=0.028, downweighting=0.6),
     }

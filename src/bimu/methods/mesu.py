@@ -62,12 +62,19 @@ class MESUMethod(OnlineMethod):
         "pmnist-2000": dict(lr_mu=2.2, lr_sigma=0.47, sigma_prior=0.46, memory_window=1.6e6, clamp_grad=0.83, **_k10),
         "openloris-25088": dict(lr_mu=71.91, lr_sigma=0.015, sigma_prior=0.69, memory_window=449_000,
                                 clamp_grad=0.61, **_k10),
+        # Appendix table hpo-openloris-std (standardised 8,192 features)
+        "openloris-8192-std": dict(lr_mu=4.0, lr_sigma=5.0, sigma_prior=0.76, memory_window=5_000_000,
+                                  clamp_grad=0.53, **_k10),
         "openloris-8192": dict(lr_mu=16.34, lr_sigma=0.04, sigma_prior=0.9, memory_window=460_000, clamp_grad=0.9,
                                **_k10),
         "openloris-1024": dict(lr_mu=2.96, lr_sigma=11.27, sigma_prior=0.92, memory_window=275_000,
                                clamp_grad=0.34, **_k10),
         "openloris-8192-imbalanced": dict(lr_mu=60.16, lr_sigma=2.95, mu_prior=0.0, sigma_prior=0.36,
                                           memory_window=328_000, clamp_grad=0.7, **_k10),
+        # MESU (standardized) rows of the imbalanced OpenLORIS and Animals hyperparameter tables
+        "openloris-8192-imbalanced-std": dict(lr_mu=20.2, lr_sigma=0.005, mu_prior=0.0, sigma_prior=0.61,
+                                              memory_window=485_000, clamp_grad=0.05, **_k10),
+        "animals-std": dict(lr_mu=65.6, lr_sigma=4.7, sigma_prior=0.86, memory_window=397_000, clamp_grad=0.41, **_k10),
         "animals": dict(lr_mu=42.4, lr_sigma=97.7, sigma_prior=0.56, memory_window=61_000, clamp_grad=0.1, **_k10),
     }
 

@@ -27,7 +27,8 @@ DETERMINISTIC_SCORES = ("predictive_entropy", "aleatoric")
 """Scores a deterministic network can give: with one sample, predictive entropy = aleatoric."""
 
 PRESET_KEYS = ("pmnist-100", "pmnist-2000", "openloris-1024", "openloris-8192", "openloris-25088",
-               "openloris-8192-imbalanced", "animals")
+               "openloris-8192-imbalanced", "animals", "openloris-8192-std", "openloris-8192-imbalanced-std",
+               "animals-std")
 """Benchmark keys of :attr:`~bimu.methods.base.OnlineMethod.presets` (docs/contracts.md)."""
 
 
@@ -49,6 +50,8 @@ class SGDMethod(OnlineMethod):
         "pmnist-100": dict(lr=9e-4),
         "pmnist-2000": dict(lr=0.001),
         "openloris-25088": dict(lr=0.002),
+        # Appendix table hpo-openloris-std (standardised 8,192 features)
+        "openloris-8192-std": dict(lr=3e-4),
         "openloris-8192": dict(lr=0.01),
         "openloris-1024": dict(lr=89.5),  # as printed in the paper's table
     }

@@ -46,6 +46,8 @@ class SynapticIntelligenceMethod(SGDMethod):
         "pmnist-100": dict(lr=0.003, coefficient=1e-4, damping=1.0),
         "pmnist-2000": dict(lr=0.0015, coefficient=1e-4, damping=1.0),
         "openloris-25088": dict(lr=0.002, coefficient=7e-5, damping=12.6),
+        # Appendix table hpo-openloris-std (standardised 8,192 features)
+        "openloris-8192-std": dict(lr=4e-4, coefficient=4.5e-5, damping=0.05),
         "openloris-8192": dict(lr=0.001, coefficient=0.025, damping=0.15),
         "openloris-1024": dict(lr=0.006, coefficient=0.003, damping=0.13),
     }

@@ -53,6 +53,8 @@ class STEMethod(OnlineMethod):
         "pmnist-100": dict(lr=1e-4, weight_decay=2.2e-9),
         "pmnist-2000": dict(lr=1e-4, weight_decay=9.7e-5),
         "openloris-25088": dict(lr=1e-4, weight_decay=0.0),
+        # Appendix table hpo-openloris-std (standardised 8,192 features)
+        "openloris-8192-std": dict(lr=1e-4, weight_decay=0.0),
         "openloris-8192": dict(lr=0.003, weight_decay=0.0),
         "openloris-1024": dict(lr=0.0035, weight_decay=0.0),
         "openloris-8192-imbalanced": dict(lr=0.005, weight_decay=5e-7),

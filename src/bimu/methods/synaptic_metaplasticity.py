@@ -70,6 +70,8 @@ class SynapticMetaplasticityMethod(OnlineMethod):
         "pmnist-100": dict(lr=3.7e-5, metaplasticity=7.2, weight_decay=2.9e-9),
         "pmnist-2000": dict(lr=1e-5, metaplasticity=6.3, weight_decay=1.46e-6),
         "openloris-25088": dict(lr=3e-4, metaplasticity=5.6, weight_decay=3.3e-12),
+        # Appendix table hpo-openloris-std (standardised 8,192 features)
+        "openloris-8192-std": dict(lr=4.5e-5, metaplasticity=13.7, weight_decay=8e-12),
         "openloris-8192": dict(lr=6e-4, metaplasticity=6.0, weight_decay=6.4e-12),
         "openloris-1024": dict(lr=6e-4, metaplasticity=2.15, weight_decay=5.22e-6),
     }
