@@ -268,3 +268,12 @@ def test_dry_run_estimates_from_the_median_of_the_started_runs(tmp_path):
     runs = {(r["row"], r["seed"]): r for r in rp.plan("memory-window", opts)}
     assert runs[("bimu-N400", 0)]["seconds_left"] == 90 * 30.0  # its own rate
     assert runs[("bimu-N700", 0)]["seconds_left"] == 100 * 25.5  # median of 21 and 30, not the upper one
+
+
+def test_a_printed_zero_std_is_half_a_unit_of_its_last_digit():
+    from bimu.experiments.gaps import gap_sd, parse_reported
+
+    # our 0.992 and 0.994 against the paper's "0.99 ± 0.00": 0.003 / sqrt(0.005^2 + 0.00141^2) = 0.58 sd, not 2.1
+    assert parse_reported("0.99 ± 0.00") == (0.99, 0.005)
+    assert round(gap_sd([0.992, 0.994], parse_reported("0.99 ± 0.00")), 2) == 0.58
+    assert parse_reported("139.47") == (139.47, None)  # no std printed: nothing assumed

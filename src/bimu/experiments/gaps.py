@@ -31,11 +31,21 @@ _REPORTED = re.compile(r"^\s*([-+]?\d+(?:\.\d+)?)\s*(?:±\s*(\d+(?:\.\d+)?))?\s*
 
 
 def parse_reported(cell: str) -> tuple[float, float | None] | None:
-    """``"m ± s"`` -> ``(m, s)``, ``"m"`` -> ``(m, None)``; ``None`` for anything else ("-", "n/a")."""
+    """``"m ± s"`` -> ``(m, s)``, ``"m"`` -> ``(m, None)``; ``None`` for anything else ("-", "n/a").
+
+    A printed std is only known to its last digit: ``s`` is at least half a unit of that digit, so the
+    paper's "0.99 ± 0.00" (a std below 0.005) is not read as an exact zero.
+
+    >>> parse_reported("0.99 ± 0.00"), parse_reported("90.30 ± 0.38"), parse_reported("12 ± 0")
+    ((0.99, 0.005), (90.3, 0.38), (12.0, 0.5))
+    """
     m = _REPORTED.match(str(cell))
     if not m:
         return None
-    return float(m.group(1)), (float(m.group(2)) if m.group(2) is not None else None)
+    if m.group(2) is None:
+        return float(m.group(1)), None
+    digits = len(m.group(2).partition(".")[2])
+    return float(m.group(1)), max(float(m.group(2)), 0.5 * 10.0 ** -digits)
 
 
 def gap_sd(ours: Sequence[float], paper: tuple[float, float | None]) -> float | None:
