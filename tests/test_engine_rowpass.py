@@ -96,3 +96,16 @@ def test_step_anatomy_variants_rewrite_every_sample_of_the_generated_kernel():
     neither = anatomy.VARIANTS["neither"](src)
     assert "_h32(" not in neither and anatomy._DIVIDE not in neither
     assert anatomy.VARIANTS["real kernel"](src) == src
+
+
+def test_generated_module_name_follows_the_engine_source(monkeypatch):
+    """numba's disk cache checks only the file defining a function: a generated module compiled against
+    other engine callees (an older bimu, another checkout sharing ~/.cache/bimu/kernels) must never be
+    reused, so its name carries a digest of the whole engine's source."""
+    from bimu.engine import rowpass
+
+    name = rowpass.generated_name(3)
+    assert name == rowpass.generated_name(3) and name.startswith("bimu_rowpass_k3_")
+    assert rowpass.generated_name(4) != name
+    monkeypatch.setattr(rowpass, "_engine_digest", lambda: "0" * 64)
+    assert rowpass.generated_name(3) != name

@@ -18,28 +18,9 @@ import numpy as np
 from numba import njit, prange
 
 from bimu.engine.fastpath import dot
-from bimu.engine.kernels import as_like
+from bimu.engine.kernels import ACT_GATE, ACT_RELU, ACT_SIGN, as_like
 
 _OPTS = dict(cache=True, error_model="numpy", nogil=True, boundscheck=False)
-
-ACT_RELU = 0
-"""Hidden activation ``max(z, 0)``."""
-ACT_SIGN = 1
-"""Hidden activation ``sign(z)`` in {-1, +1} (``sign(0) = +1``)."""
-ACT_GATE = 2
-"""Hidden activation: the Reverse Binary Gate ``1[|z| > gate]`` in {0, 1} (:func:`bimu.nn.rbg`)."""
-
-
-@njit(inline="always", **_OPTS)
-def gate_surrogate(z, gate):
-    """The Reverse Binary Gate's surrogate derivative (:func:`bimu.nn.rbg`): 1 on ``(gate/2, 3 gate/2)``,
-    -1 on ``(-3 gate/2, -gate/2)``, 0 elsewhere (in the type of ``z``)."""
-    if as_like(0.5 * gate, z) < z < as_like(1.5 * gate, z):
-        return as_like(1.0, z)
-    if as_like(-1.5 * gate, z) < z < as_like(-0.5 * gate, z):
-        return as_like(-1.0, z)
-    return as_like(0.0, z)
-
 
 def offsets(sizes) -> tuple[np.ndarray, np.ndarray]:
     """``(woff, boff)``: cumulative offsets of the weight matrices and of the per-unit vectors.

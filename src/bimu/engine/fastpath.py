@@ -40,7 +40,7 @@ from numba import get_thread_id, njit, prange
 
 from bimu.engine.rowpass import dot
 from bimu.engine.kernels import (
-    ACT_RBG,
+    ACT_GATE,
     KIND_BIMU,
     _act_grad,
     _h32,

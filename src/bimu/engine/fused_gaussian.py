@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from bimu.engine.dense import ACT_GATE, ACT_RELU, dense_forward, offsets
+from bimu.engine.dense import dense_forward, offsets
+from bimu.engine.kernels import ACT_GATE, ACT_RELU
 from bimu.engine.fused_common import EngineMethod, from_tensors, layer_pairs, to_tensors, views
 from bimu.engine.gaussian import gaussian_noise, mesu_train
 from bimu.methods.mesu import MESUMethod

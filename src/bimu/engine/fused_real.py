@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from bimu.engine.dense import ACT_RELU, dense_forward, offsets
+from bimu.engine.dense import dense_forward, offsets
+from bimu.engine.kernels import ACT_RELU
 from bimu.engine.fused_common import EngineMethod, from_tensors, layer_pairs, to_tensors, views
 from bimu.engine.real import KIND_EWC, KIND_SGD, KIND_SI, real_train
 from bimu.methods.ewc_online import OnlineEWCMethod

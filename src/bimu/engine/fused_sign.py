@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from bimu.engine.dense import ACT_GATE, ACT_SIGN, dense_forward, offsets
+from bimu.engine.dense import dense_forward, offsets
+from bimu.engine.kernels import ACT_GATE, ACT_SIGN
 from bimu.engine.fused_common import EngineMethod, from_tensors, to_tensors, views
 from bimu.engine.sign import sign_train
 from bimu.methods.ste import STEMethod

@@ -27,9 +27,9 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic, overload
 
-from bimu.engine.dense import ce_delta, gate_surrogate
+from bimu.engine.dense import ce_delta
 from bimu.engine.fastpath import dot
-from bimu.engine.kernels import _add32, _h32, _mul32, _row_key, _shr32, _u32, _u32_binop, as_like
+from bimu.engine.kernels import _add32, _h32, _mul32, _row_key, _shr32, _u32, _u32_binop, as_like, gate_surrogate
 
 _OPTS = dict(cache=True, error_model="numpy", nogil=True, boundscheck=False)
 

@@ -44,8 +44,14 @@ HP_FIELDS = (
 )
 """Order of the float hyperparameter vector ``hp`` passed to the kernels."""
 
-ACT_RBG = 0
+ACT_RELU = 0
+"""Hidden activation ``max(z, 0)``."""
 ACT_SIGN = 1
+"""Hidden activation ``sign(z)`` in {-1, +1} (``sign(0) = +1``) with the hard-tanh straight-through
+derivative ``1[|z| <= 1]``."""
+ACT_GATE = 2
+"""Hidden activation: the Reverse Binary Gate ``1[|z| > gate]`` in {0, 1} (:func:`bimu.nn.rbg`) with the
+derivative :func:`gate_surrogate`. One set of activation codes for every compiled network."""
 KIND_BIMU = 0
 KIND_BAYESBINN = 1
 
@@ -295,7 +301,7 @@ def _layer_norm_act(Z, XH, A, r_out, base, n, eps, act, gate, hidden):
         xh = (Z[base + o] - mu) * r
         XH[base + o] = xh
         if hidden:
-            if act == ACT_RBG:
+            if act == ACT_GATE:
                 A[base + o] = one if abs(xh) > gate else one - one
             else:
                 A[base + o] = one if xh >= 0 else -one
@@ -319,14 +325,28 @@ def ln_backward(DA, da0, XH, x0, DZ, r, n):
 
 
 @njit(inline="always", **_OPTS)
+def gate_surrogate(z, gate):
+    """The Reverse Binary Gate's surrogate derivative (:func:`bimu.nn.rbg`): 1 on ``(gate/2, 3 gate/2)``,
+    -1 on ``(-3 gate/2, -gate/2)``, 0 elsewhere, compared in the type of ``z`` (as torch compares a
+    float32 tensor with a Python float).
+
+    >>> import numpy as np
+    >>> [gate_surrogate(np.float32(v), 1.0) for v in (0.7, -1.2, 1.5, 0.2)]
+    [1.0, -1.0, 0.0, 0.0]
+    """
+    if as_like(0.5 * gate, z) < z < as_like(1.5 * gate, z):
+        return as_like(1.0, z)
+    if as_like(-1.5 * gate, z) < z < as_like(-0.5 * gate, z):
+        return as_like(-1.0, z)
+    return as_like(0.0, z)
+
+
+@njit(inline="always", **_OPTS)
 def _act_grad(xh, act, gate):
-    if act == ACT_RBG:
-        if 0.5 * gate < xh < 1.5 * gate:
-            return 1.0
-        if -1.5 * gate < xh < -0.5 * gate:
-            return -1.0
-        return 0.0
-    return 1.0 if abs(xh) <= 1.0 else 0.0
+    """Derivative of the hidden activation ``act`` (:data:`ACT_GATE` or :data:`ACT_SIGN`) at ``xh``."""
+    if act == ACT_GATE:
+        return gate_surrogate(xh, gate)
+    return as_like(1.0, xh) if abs(xh) <= 1.0 else as_like(0.0, xh)
 
 
 # ----------------------------------------------------------------------------- training

@@ -221,6 +221,25 @@ def kernel_dir() -> Path:
     return Path(base) / "bimu" / "kernels"
 
 
+def _engine_digest() -> str:
+    """SHA-256 of the source of every module of :mod:`bimu.engine` (the generated module calls and inlines
+    their compiled functions). numba's disk cache checks only the file that defines a function, so a
+    generated module is named after this digest as well as its own source: a changed engine, an upgrade
+    or another checkout sharing :func:`kernel_dir` compiles its own module and never reuses code compiled
+    against other callees."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(__file__).resolve().parent.glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def generated_name(K: int) -> str:
+    """Module name of the generated kernels for ``K`` samples: ``bimu_rowpass_k{K}_`` and 12 hex digits of
+    the hash of its source and of :func:`_engine_digest`."""
+    src = generated_source(int(K))
+    return f"bimu_rowpass_k{int(K)}_{hashlib.sha256((src + _engine_digest()).encode()).hexdigest()[:12]}"
+
+
 _MODULES: dict = {}
 
 
@@ -235,7 +254,7 @@ def generated_module(K: int):
     if module is not None:
         return module
     src = generated_source(K)
-    name = f"bimu_rowpass_k{K}_{hashlib.sha256(src.encode()).hexdigest()[:12]}"
+    name = generated_name(K)
     folders = (kernel_dir(), Path(tempfile.gettempdir()) / f"bimu-kernels-{os.getuid()}")
     for folder in folders:
         path = folder / f"{name}.py"

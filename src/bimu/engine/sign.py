@@ -22,8 +22,8 @@ import math
 
 from numba import njit
 
-from bimu.engine.dense import ce_delta, gate_surrogate
-from bimu.engine.kernels import as_like, fexp
+from bimu.engine.dense import ce_delta
+from bimu.engine.kernels import as_like, fexp, gate_surrogate
 
 _OPTS = dict(cache=True, error_model="numpy", nogil=True, boundscheck=False)
 

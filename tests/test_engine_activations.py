@@ -1,0 +1,41 @@
+"""The compiled networks' one set of activation codes and the Reverse Binary Gate's surrogate derivative,
+checked against the torch autograd function the methods train with."""
+
+import numpy as np
+import pytest
+import torch
+
+from bimu.engine import dense, kernels
+from bimu.nn import rbg
+
+
+def test_activation_codes_are_one_set():
+    """Every compiled network (dense baselines, the BiMU/BayesBiNN kernels) reads the same codes."""
+    assert (dense.ACT_RELU, dense.ACT_SIGN, dense.ACT_GATE) == (kernels.ACT_RELU, kernels.ACT_SIGN,
+                                                               kernels.ACT_GATE)
+    assert len({kernels.ACT_RELU, kernels.ACT_SIGN, kernels.ACT_GATE}) == 3
+    assert not hasattr(kernels, "ACT_RBG")
+
+
+@pytest.mark.parametrize("width", [1.0, 0.1, 1.0 / 3.0, 0.7])
+def test_gate_surrogate_matches_torch_at_the_gate_edges(width):
+    """At float32 values next to each edge +-width/2, +-3 width/2 (widths 0.1 and 1/3 are not float32
+    numbers, so comparing in float64 would move the edges), the compiled derivative -- the BiMU kernels'
+    `_act_grad` and the baselines' `gate_surrogate` alike -- is torch's sRBG backward."""
+    edges = np.array([0.5 * width, 1.5 * width, -0.5 * width, -1.5 * width], dtype=np.float32)
+    z = np.concatenate([edges, np.nextafter(edges, np.float32(np.inf)),
+                        np.nextafter(edges, np.float32(-np.inf)), np.float32([0.0, width, -width])])
+    x = torch.tensor(z, requires_grad=True)
+    rbg(x, width).sum().backward()
+    expected = x.grad.numpy()
+    got_gate = np.array([kernels.gate_surrogate(v, np.float32(width)) for v in z], dtype=np.float32)
+    got_act = np.array([kernels._act_grad(v, kernels.ACT_GATE, np.float32(width)) for v in z], dtype=np.float32)
+    np.testing.assert_array_equal(got_gate, expected)
+    np.testing.assert_array_equal(got_act, expected)
+    assert sorted(set(expected.tolist())) == [-1.0, 0.0, 1.0]  # both signs and the dead zone are hit
+
+
+def test_sign_derivative_is_the_hard_tanh_window():
+    z = np.float32([-1.5, -1.0, -0.25, 0.0, 1.0, np.nextafter(np.float32(1.0), np.float32(2.0))])
+    got = [kernels._act_grad(v, kernels.ACT_SIGN, np.float32(1.0)) for v in z]
+    assert got == [0.0, 1.0, 1.0, 1.0, 1.0, 0.0]
