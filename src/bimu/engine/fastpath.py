@@ -40,7 +40,6 @@ from numba import get_thread_id, njit, prange
 
 from bimu.engine.rowpass import dot
 from bimu.engine.kernels import (
-    ACT_GATE,
     KIND_BIMU,
     _act_grad,
     _h32,
@@ -48,6 +47,8 @@ from bimu.engine.kernels import (
     _row_key,
     _u32,
     as_like,
+    bayesbinn_lambda_step,
+    bimu_lambda_step,
     fexp,
     ln_backward,
 )
@@ -80,7 +81,6 @@ def row_step(lam, prior, W, G, e0, wb, kstride, n, K, c, inp, ioff, istride, hav
     """
     one = as_like(1.0, lam[e0])
     m2 = as_like(-2.0, lam[e0])
-    four = as_like(4.0, lam[e0])
     # row views: indices from range() below are non-negative, so no wraparound code blocks SIMD
     lr_ = lam[e0:e0 + n]
     g_ = G[e0:e0 + n]
@@ -104,19 +104,7 @@ def row_step(lam, prior, W, G, e0, wb, kstride, n, K, c, inp, ioff, istride, hav
             kln = hp[4]
             pr0 = hp[5]
             for i in range(n):
-                lo = lr_[i]
-                g = g_[i]
-                b = b_[i]
-                # the update with var = 1 - tanh^2 = 4b / (1+b)^2 and tanh = +-(1-b)/(1+b), numerator
-                # and denominator multiplied by (1+b)^2: one division
-                d1 = one + b
-                d2 = d1 * d1
-                fb = four * b
-                tt = (one - b) * d1
-                tt = tt if lo >= 0 else -tt
-                num = gbl * g * d2 + kln * (lo - pr0) * fb
-                den = bkl * fb + two_bl * (tt * g + abs(g) * d2) + ilm * d2
-                ln = lo - num / den
+                ln = bimu_lambda_step(lr_[i], g_[i], b_[i], gbl, two_bl, bkl, ilm, kln, pr0)
                 lr_[i] = ln
                 b_[i] = fexp(m2 * abs(ln))
         else:
@@ -124,10 +112,7 @@ def row_step(lam, prior, W, G, e0, wb, kstride, n, K, c, inp, ioff, istride, hav
             cpr = hp[4]
             p_ = prior[e0:e0 + n]
             for i in range(n):
-                lo = lr_[i]
-                b = b_[i]
-                d1 = one + b
-                ln = lo - lr * ((g_[i] * (d1 * d1)) / (four * b)) - cpr * (lo - p_[i])
+                ln = bayesbinn_lambda_step(lr_[i], g_[i], b_[i], lr, cpr, p_[i])
                 lr_[i] = ln
                 b_[i] = fexp(m2 * abs(ln))
     if not sample:
@@ -197,7 +182,6 @@ def _train_steps_b1_template(X, Y, n_steps, lam, prior, W, sizes, poff, cfg, hp,
     gate = hp[7]
     n0 = sizes[1]
     k0stride = D * n0
-    one = as_like(1.0, lam[0])
     hoff = np.zeros(L + 1, dtype=np.int64)
     for l in range(L):
         hoff[l + 1] = hoff[l] + K * sizes[l + 1]

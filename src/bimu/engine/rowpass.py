@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
-from bimu.engine.kernels import KIND_BIMU, _row_key, as_like, fexp
+from bimu.engine.kernels import KIND_BIMU, _row_key, as_like, bayesbinn_lambda_step, bimu_lambda_step, fexp
 
 MAX_SAMPLES = 64
 """Largest K the per-K kernels are generated for."""
@@ -75,7 +75,6 @@ def _row_pass_template(lam, prior, W, BT, DZ, n_out, r0, r1, D, kstride, x, xn, 
     one = as_like(1.0, lam[0])
     zero = as_like(0.0, lam[0])
     m2 = as_like(-2.0, lam[0])
-    four = as_like(4.0, lam[0])
     h0 = hp[0]
     h1 = hp[1]
     h2 = hp[2]
@@ -101,16 +100,7 @@ def _row_pass_template(lam, prior, W, BT, DZ, n_out, r0, r1, D, kstride, x, xn, 
                 for k in range(K):
                     w = W[np.uint64(k * kstride + e0) + np.uint64(i)]
                     g += (c[k] * xi) * (one - w * w)
-                # var = 1 - tanh^2 = 4b/(1+b)^2, tanh = +-(1-b)/(1+b); numerator and denominator times
-                # (1+b)^2: one division
-                d1 = one + b
-                d2 = d1 * d1
-                fb = four * b
-                tt = (one - b) * d1
-                tt = tt if lo >= 0 else -tt
-                num = h0 * g * d2 + h4 * (lo - h5) * fb
-                den = h2 * fb + h1 * (tt * g + abs(g) * d2) + h3 * d2
-                lo = lo - num / den
+                lo = bimu_lambda_step(lo, g, b, h0, h1, h2, h3, h4, h5)
                 lr_[i] = lo
                 b_[i] = fexp(m2 * abs(lo))
         elif update:
@@ -122,8 +112,7 @@ def _row_pass_template(lam, prior, W, BT, DZ, n_out, r0, r1, D, kstride, x, xn, 
                 for k in range(K):
                     w = W[np.uint64(k * kstride + e0) + np.uint64(i)]
                     g += (c[k] * xi) * (one - w * w)
-                d1 = one + b
-                lo = lo - h0 * ((g * (d1 * d1)) / (four * b)) - h4 * (lo - p_[i])
+                lo = bayesbinn_lambda_step(lo, g, b, h0, h4, p_[i])
                 lr_[i] = lo
                 b_[i] = fexp(m2 * abs(lo))
         rlo, rhi = _row_key(key, step, P, e0)
@@ -152,7 +141,7 @@ from numba import get_thread_id, njit, prange
 
 from bimu.engine.fastpath import ROWS_PER_TASK, _rows, row_step
 from bimu.engine.kernels import (KIND_BIMU, _act_grad, _add32, _h32, _layer_norm_act, _mul32, _row_key, _u32,
-                                 as_like, fexp, ln_backward)
+                                 as_like, bayesbinn_lambda_step, bimu_lambda_step, fexp, ln_backward)
 from bimu.engine.rowpass import dot
 
 K = {K}
