@@ -39,3 +39,30 @@ def test_sign_derivative_is_the_hard_tanh_window():
     z = np.float32([-1.5, -1.0, -0.25, 0.0, 1.0, np.nextafter(np.float32(1.0), np.float32(2.0))])
     got = [kernels._act_grad(v, kernels.ACT_SIGN, np.float32(1.0)) for v in z]
     assert got == [0.0, 1.0, 1.0, 1.0, 1.0, 0.0]
+
+
+def test_dot_products_have_one_written_order():
+    """Every compiled dot product sums in the order written in dot8's source (eight partial sums by
+    i mod 8, combined ((0+4)+(2+6))+((1+5)+(3+7)), then the tail), with no fast-math flag that would let
+    the compiler pick another: an order left to the vectoriser changed results with the compile history
+    (a kernel compiled against a callee loaded from numba's cache summed differently)."""
+    from bimu.engine.rowpass import dot
+
+    for fn in (kernels.dot8, dot):
+        assert not fn.targetoptions.get("fastmath"), fn
+    rng = np.random.default_rng(3)
+    for n in (7, 8, 100, 784, 13):
+        w = rng.standard_normal(n + 5).astype(np.float32)
+        x = rng.standard_normal(n + 2).astype(np.float32)
+        terms = w[5:5 + n] * x[2:2 + n]  # float32 products, rounded once each (no FMA)
+        m = n - n % 8
+        s = [np.float32(0.0)] * 8
+        for i in range(0, m, 8):
+            for j in range(8):
+                s[j] = np.float32(s[j] + terms[i + j])
+        total = np.float32(np.float32(np.float32(s[0] + s[4]) + np.float32(s[2] + s[6]))
+                           + np.float32(np.float32(s[1] + s[5]) + np.float32(s[3] + s[7])))
+        for i in range(m, n):
+            total = np.float32(total + terms[i])
+        assert kernels.dot8(w, 5, x, 2, n) == total
+        assert dot(w[5:5 + n].copy(), x[2:2 + n].copy()) == total

@@ -10,12 +10,12 @@ Determinism: every dot product is computed by :func:`dot8` (one compiled functio
 other reduction runs in a fixed serial order, and all randomness comes from counters
 (:mod:`bimu.engine.rng`), so results do not depend on the number of threads, on the batch an example
 is evaluated in, or on how steps are grouped into calls. No ``fastmath`` flag is used (no FMA
-contraction, no reassociation) except inside :func:`dot8`, and except FMA contraction (``fastmath={"contract"}``)
+contraction, no reassociation) except FMA contraction (``fastmath={"contract"}``)
 in every kernel that computes ``exp(-2|lambda|)`` or relaxed samples (:func:`sample_weights`,
 :func:`train_steps` and :func:`bimu.engine.fastpath.row_step`), so that all of them compute those values
 identically; ``error_model='numpy'`` lets divisions vectorise.
 
-Integer configuration ``cfg``: ``[activation (0 rbg, 1 sign), output_norm, update kind (0 BiMU,
+Integer configuration ``cfg``: ``[activation (:data:`ACT_GATE` or :data:`ACT_SIGN`), output_norm, update kind (0 BiMU,
 1 BayesBiNN), prior is per-parameter, K]``. Float hyperparameters ``hp`` (in the working dtype):
 see :data:`HP_FIELDS`.
 """
@@ -179,12 +179,44 @@ def _u32(x, one):
     return as_like(np.int32(_shr32(x, np.uint32(9))), one) * as_like(2.0**-23, one) + as_like(2.0**-24, one)
 
 
-@njit(cache=True, error_model="numpy", nogil=True, fastmath={"reassoc", "nsz"})
+@njit(cache=True, error_model="numpy", nogil=True, boundscheck=False)
 def dot8(w, wo, x, xo, n):
-    """``sum_i w[wo + i] * x[xo + i]``; one compiled (never inlined) function, so that every caller gets
-    bit-identical results for the same inputs (its vectorised summation order is fixed)."""
-    s = as_like(0.0, w[wo])
-    for i in range(n):
+    """``sum_i w[wo + i] * x[xo + i]`` in one order written out in the source: eight partial sums (sum
+    ``j`` takes the terms ``i = j mod 8``), added as ``((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7))``,
+    then the last ``n mod 8`` terms in turn. No fast-math flag, so no compiler may change that order:
+    the eight sums vectorise as one 8-lane (float32) accumulator, and a caller that inlines this function
+    (numba links a callee compiled in the same process into its caller; one loaded from the disk cache
+    it calls) gets the same bits as one that calls it. A summation order left to the vectoriser
+    (``reassoc``) made results depend on which kernels had been compiled in earlier processes.
+
+    >>> import numpy as np
+    >>> w = np.arange(1.0, 12.0); x = np.ones(11)
+    >>> float(dot8(w, 1, x, 0, 10)) == float(w[1:].sum())
+    True
+    """
+    z = as_like(0.0, w[wo])
+    s0 = z
+    s1 = z
+    s2 = z
+    s3 = z
+    s4 = z
+    s5 = z
+    s6 = z
+    s7 = z
+    m = n - n % 8
+    for i in range(0, m, 8):
+        p = wo + i
+        q = xo + i
+        s0 += w[p] * x[q]
+        s1 += w[p + 1] * x[q + 1]
+        s2 += w[p + 2] * x[q + 2]
+        s3 += w[p + 3] * x[q + 3]
+        s4 += w[p + 4] * x[q + 4]
+        s5 += w[p + 5] * x[q + 5]
+        s6 += w[p + 6] * x[q + 6]
+        s7 += w[p + 7] * x[q + 7]
+    s = ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7))
+    for i in range(m, n):
         s += w[wo + i] * x[xo + i]
     return s
 

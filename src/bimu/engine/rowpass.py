@@ -39,19 +39,16 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
-from bimu.engine.kernels import KIND_BIMU, _row_key, as_like, bayesbinn_lambda_step, bimu_lambda_step, fexp
+from bimu.engine.kernels import KIND_BIMU, _row_key, as_like, bayesbinn_lambda_step, bimu_lambda_step, dot8, fexp
 
 MAX_SAMPLES = 64
 """Largest K the per-K kernels are generated for."""
 
 
-@njit(cache=True, error_model="numpy", nogil=True, boundscheck=False, fastmath={"reassoc", "nsz"})
+@njit(cache=True, error_model="numpy", nogil=True, boundscheck=False)
 def dot(w, x):
-    """``sum_i w[i] * x[i]`` (vectorised, fixed summation order; never inlined)."""
-    s = as_like(0.0, w[0])
-    for i in range(w.shape[0]):
-        s += w[i] * x[i]
-    return s
+    """``sum_i w[i] * x[i]`` in the fixed order of :func:`bimu.engine.kernels.dot8` (the same bits)."""
+    return dot8(w, 0, x, 0, w.shape[0])
 
 
 # ----------------------------------------------------------------------------- templates
