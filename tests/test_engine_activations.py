@@ -66,3 +66,38 @@ def test_dot_products_have_one_written_order():
             total = np.float32(total + terms[i])
         assert kernels.dot8(w, 5, x, 2, n) == total
         assert dot(w[5:5 + n].copy(), x[2:2 + n].copy()) == total
+
+
+def _compiled_functions():
+    import importlib
+    import pkgutil
+
+    from numba.core.registry import CPUDispatcher
+
+    import bimu.edge
+    import bimu.engine
+    from bimu.engine.rowpass import generated_module
+
+    modules = [generated_module(2)]
+    for pkg in (bimu.engine, bimu.edge):
+        for info in pkgutil.iter_modules(pkg.__path__):
+            modules.append(importlib.import_module(f"{pkg.__name__}.{info.name}"))
+    found = {}
+    for module in modules:
+        for name, obj in vars(module).items():
+            if isinstance(obj, CPUDispatcher) and obj.py_func.__module__ == module.__name__:
+                found[f"{module.__name__}.{name}"] = obj
+    return found
+
+
+def test_every_compiled_function_sets_its_own_fast_math_flags():
+    """numba compiles a function that leaves ``fastmath`` unset with the flags of the caller that first
+    needs it (``inherit_if_not_set``) and caches that code: dot8 compiled for train_steps (FMA
+    contraction) and dot8 compiled for a direct call summed differently, so results depended on which
+    had run first. Every function that is not inlined into its callers (``inline='always'``, which takes
+    the caller's flags by design) states its flags."""
+    functions = _compiled_functions()
+    assert "bimu.engine.kernels.dot8" in functions and len(functions) > 30
+    unset = [name for name, fn in functions.items()
+             if fn.targetoptions.get("inline") != "always" and "fastmath" not in fn.targetoptions]
+    assert unset == []

@@ -48,7 +48,7 @@ def mix64(z):
     return z ^ (z >> _S31)
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath=False)
 def stream_key(seed, sample, layer):
     """Key of the SplitMix64 stream that draws the weights of one MC ``sample`` of one ``layer``."""
     s = mix64(np.uint64(seed) ^ SEED_SALT)
@@ -56,7 +56,7 @@ def stream_key(seed, sample, layer):
     return mix64(s + c * GOLDEN)
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath=False)
 def sample_layer_bits(planes, valid_last, key, out_bits):
     """Draw one hard weight sample of a layer as bits (1 = weight +1), bit-sliced.
 
@@ -84,7 +84,7 @@ def sample_layer_bits(planes, valid_last, key, out_bits):
             out_bits[o, w] = lt
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath=False)
 def random_words(key, n_out, n_words):
     """All 32 random words ``R[o, w, j]`` of a layer stream (reference / tests; no early stop)."""
     key = np.uint64(key)
@@ -162,7 +162,7 @@ def _activate(pre, n, sign_act, a2, c_eps, act):
     return count
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath=False)
 def mc_forward(x_planes, x_sum, coefs, planes_flat, plane_off, sizes, valid_last, sign_act, a2, c_eps,
                seed, sample_offset, n_samples, per_example, out):
     """Integer output pre-activations ``out[k, b, c]`` of ``n_samples`` hard MC samples.
@@ -213,7 +213,7 @@ def mc_forward(x_planes, x_sum, coefs, planes_flat, plane_off, sizes, valid_last
                             out[k, b, c] = pre[c]
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath=False)
 def quantize_planes(x, inv_scale, qmax, n_bits):
     """Quantise real inputs ``x [B, n]`` (``rint(x * inv_scale)`` half to even, clipped to ``+-qmax``)
     straight into two's-complement bit planes ``[B, n_bits, n_words]``; also returns the integer

@@ -68,7 +68,7 @@ def _unit(z, act, gate, m, inv, g, b, norm):
     return z
 
 
-@njit(**_OPTS)
+@njit(fastmath=False, **_OPTS)
 def _forward_one(x, W, Bias, NM, NI, NG, NB, sizes, woff, boff, s, act, gate, norm, bias, cur, nxt, out, b):
     """Logits of one example under weight set ``s`` into ``out[s, b]`` (scratch ``cur``, ``nxt``)."""
     L = sizes.shape[0] - 1
@@ -92,7 +92,7 @@ def _forward_one(x, W, Bias, NM, NI, NG, NB, sizes, woff, boff, s, act, gate, no
         out[s, b, c] = cur[c]
 
 
-@njit(parallel=True, **_OPTS)
+@njit(parallel=True, fastmath=False, **_OPTS)
 def dense_forward(X, W, Bias, NM, NI, NG, NB, sizes, woff, boff, S, act, gate, norm, bias, threads, out):
     """Logits ``out [S, B, C]`` of the rows of ``X`` under ``S`` weight sets (evaluation, no training).
 

@@ -136,7 +136,7 @@ def row_step(lam, prior, W, G, e0, wb, kstride, n, K, c, inp, ioff, istride, hav
             w_[i] = (u * ob[i] - p) / (p + u * qq[i])
 
 
-@njit(**_OPTS)
+@njit(fastmath=False, **_OPTS)
 def _rows(lam, prior, W, G, r0, r1, e_base, wbase, n_in, kstride, K, C0, coff, n_out, inp, ioff, istride, have_g,
           update, kind, hp, key, step, bt, c):
     """:func:`row_step` on rows ``r0 .. r1-1`` of one layer (``C0[coff + k * n_out + o]`` the output
@@ -369,7 +369,7 @@ def dot4x2(w0, w1, x0, x1, x2, x3, out):
     out[7] = s31
 
 
-@njit(parallel=True, **_OPTS)
+@njit(parallel=True, fastmath=False, **_OPTS)
 def hard_forward(Xp, B, W, sizes, poff, cfg, hp, K, threads, n_pool, out):
     """Logits ``out [K, B, C]`` of the first ``B`` rows of ``Xp`` (rows padded to a multiple of 4 with
     zeros) under the K hard weight sets in ``W`` (layout of :mod:`bimu.engine.kernels`).
@@ -403,7 +403,7 @@ def hard_forward(Xp, B, W, sizes, poff, cfg, hp, K, threads, n_pool, out):
                         S[0, 2], rs[0], tmp[0], out)
 
 
-@njit(**_OPTS)
+@njit(fastmath=False, **_OPTS)
 def _hard_block(Xp, B, W, sizes, poff, act, out_norm, gate, eps, K, blk, zero_row, cur, nxt, xh, rs, tmp, out):
     """One block of up to :data:`EVAL_BLOCK` examples through the whole network (see :func:`hard_forward`).
 

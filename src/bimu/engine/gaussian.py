@@ -156,7 +156,7 @@ def _noise_row(E, key, step, P, e0, n, K):
                 r1[i] = z1
 
 
-@njit(**_OPTS)
+@njit(fastmath=False, **_OPTS)
 def gaussian_noise(E, key, step, K, sizes, woff, boff):
     """The K standard normals of every parameter at draw ``step`` under ``key``: ``E[k * P + e]``
     (``P = woff[-1] + boff[-1]``; a weight row and a layer's biases each form one row of the hash)."""
@@ -169,7 +169,7 @@ def gaussian_noise(E, key, step, K, sizes, woff, boff):
         _noise_row(E, key, step, P, Pw + boff[l], sizes[l + 1], K)
 
 
-@njit(**_OPTS)
+@njit(fastmath=False, **_OPTS)
 def _mesu_row(mu, sg, gm, gs, n, hp):
     """The MESU step on one row of ``(mu, sigma)`` with data gradients ``gm, gs`` (see the module)."""
     one = mu[0]
@@ -190,7 +190,7 @@ def _mesu_row(mu, sg, gm, gs, n, hp):
         sg[i] = s + half_lr_s * (-s2 * g_s + s * (sp2 - s2) / npv)
 
 
-@njit(**_OPTS)
+@njit(fastmath=False, **_OPTS)
 def mesu_train(X, Y, n_steps, B, K, mu, sg, sizes, woff, boff, hp, key, step0, E, Z, D, G, wrow, gm, gs, p):
     """``n_steps`` online MESU steps of ``B`` examples and ``K`` weight samples each (training draws
     ``step0 + s``). ``hp``: :data:`HP_FIELDS` (float64). Scratch: ``E`` (``K * P``), ``Z``, ``D``, ``G``

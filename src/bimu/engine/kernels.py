@@ -179,7 +179,7 @@ def _u32(x, one):
     return as_like(np.int32(_shr32(x, np.uint32(9))), one) * as_like(2.0**-23, one) + as_like(2.0**-24, one)
 
 
-@njit(cache=True, error_model="numpy", nogil=True, boundscheck=False)
+@njit(cache=True, error_model="numpy", nogil=True, boundscheck=False, fastmath=False)
 def dot8(w, wo, x, xo, n):
     """``sum_i w[wo + i] * x[xo + i]`` in one order written out in the source: eight partial sums (sum
     ``j`` takes the terms ``i = j mod 8``), added as ``((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7))``,
@@ -641,7 +641,7 @@ def train_steps(X, Y, n_steps, B, lam, prior, W, sizes, poff, cfg, hp, key, step
 
 
 # ----------------------------------------------------------------------------- evaluation
-@njit(parallel=True, **_OPTS)
+@njit(parallel=True, fastmath=False, **_OPTS)
 def hard_logits(X, lam, sizes, poff, cfg, hp, K, key, cbase):
     """Logits ``[K, B, C]`` of ``X [B, D]`` under K hard weight samples (one set per sample, shared by
     the batch), drawn from counters starting at ``cbase``; the result of an example does not depend on
@@ -711,7 +711,7 @@ def hard_logits(X, lam, sizes, poff, cfg, hp, K, key, cbase):
     return out
 
 
-@njit(parallel=True, **_OPTS)
+@njit(parallel=True, fastmath=False, **_OPTS)
 def scores_from_logits(logits):
     """Softmax probabilities and label-free scores from logits ``[K, B, C]``.
 

@@ -36,7 +36,7 @@ KIND_SI = 2
 """Synaptic Intelligence: penalty ``2 c Omega (theta - theta*)``, path integral accumulated."""
 
 
-@njit(**_OPTS)
+@njit(fastmath=False, **_OPTS)
 def _update_row(th, g, pen, anc, acc, path, n, kind, square, nlr, coef):
     """``th += delta`` over one row (``g`` its data gradient), with the method's penalty and trace
     (EWC adds ``g^2`` to ``acc`` when ``square``; batches add their per-example squares themselves)."""
@@ -57,7 +57,7 @@ def _update_row(th, g, pen, anc, acc, path, n, kind, square, nlr, coef):
             path[i] = path[i] - g[i] * d
 
 
-@njit(**_OPTS)
+@njit(fastmath=False, **_OPTS)
 def real_train(X, Y, n_steps, B, theta, pen, anchor, acc, path, sizes, woff, boff, kind, hp, Z, A, D, grow, sq, p):
     """``n_steps`` online steps of ``B`` examples each (rows of ``X``, labels ``Y``, in order).
 

@@ -45,7 +45,7 @@ MAX_SAMPLES = 64
 """Largest K the per-K kernels are generated for."""
 
 
-@njit(cache=True, error_model="numpy", nogil=True, boundscheck=False)
+@njit(cache=True, error_model="numpy", nogil=True, boundscheck=False, fastmath=False)
 def dot(w, x):
     """``sum_i w[i] * x[i]`` in the fixed order of :func:`bimu.engine.kernels.dot8` (the same bits)."""
     return dot8(w, 0, x, 0, w.shape[0])
@@ -167,7 +167,7 @@ def sample_row(W, lr_, b_, e0, kstride, D, rlo, rhi, xn_, Z0, o, n_out):
 
 _COMPILED = (  # (template, name in the generated module, decorator)
     (_row_pass_template, "first_layer", '@njit(fastmath={"contract"}, **_OPTS)'),
-    (_resample_template, "first_layer_resample", "@njit(**_OPTS)"),
+    (_resample_template, "first_layer_resample", "@njit(fastmath=False, **_OPTS)"),
 )
 
 

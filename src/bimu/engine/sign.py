@@ -34,7 +34,7 @@ derivative; 0: sign with the hard-tanh estimator."""
 """Order of the float64 hyperparameter vector of :func:`sign_train`."""
 
 
-@njit(**_OPTS)
+@njit(fastmath=False, **_OPTS)
 def sign_dot(w, x):
     """``sum_i sign(w[i]) x[i]`` (``sign(0) = +1``), in order."""
     s = as_like(0.0, x[0])
@@ -43,7 +43,7 @@ def sign_dot(w, x):
     return s
 
 
-@njit(**_OPTS)
+@njit(fastmath=False, **_OPTS)
 def adam_row(w, m, v, g, n, lr, meta, wd, decoupled, clip, b1, b2, eps, bc1, bc2):
     """One metaplastic Adam step on ``w[:n]`` (moments ``m, v``, gradient ``g``; ``bc1, bc2`` the bias
     corrections ``1 - beta^t``), as :func:`bimu.optim.metaplastic_adam.metaplastic_adam_update_` (which
@@ -84,7 +84,7 @@ def adam_row(w, m, v, g, n, lr, meta, wd, decoupled, clip, b1, b2, eps, bc1, bc2
         w[i] = wi
 
 
-@njit(**_OPTS)
+@njit(fastmath=False, **_OPTS)
 def sign_train(X, Y, n_steps, B, Wh, NP, RM, RV, mW, vW, mN, vN, sizes, woff, boff, norm, hp, step0, Z, A, H, DY,
                INV, GN, grow, p):
     """``n_steps`` online steps of ``B`` examples each; Adam's step counter starts at ``step0``.
