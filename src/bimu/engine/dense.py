@@ -18,9 +18,10 @@ import numpy as np
 from numba import njit, prange
 
 from bimu.engine.fastpath import dot
-from bimu.engine.kernels import ACT_GATE, ACT_RELU, ACT_SIGN, as_like
+from bimu.engine.kernels import ACT_GATE, ACT_RELU, ACT_SIGN, as_like, gate_forward
 
 _OPTS = dict(cache=True, error_model="numpy", nogil=True, boundscheck=False)
+
 
 def offsets(sizes) -> tuple[np.ndarray, np.ndarray]:
     """``(woff, boff)``: cumulative offsets of the weight matrices and of the per-unit vectors.
@@ -64,7 +65,7 @@ def _unit(z, act, gate, m, inv, g, b, norm):
     if act == ACT_SIGN:
         return as_like(1.0, z) if z >= 0 else as_like(-1.0, z)
     if act == ACT_GATE:
-        return as_like(1.0, z) if abs(z) > as_like(gate, z) else as_like(0.0, z)
+        return gate_forward(z, gate)
     return z
 
 

@@ -77,8 +77,8 @@ class _FusedBase(OnlineMethod):
         for l in range(len(self.sizes) - 1):
             self._poff[l + 1] = self._poff[l] + self.sizes[l] * self.sizes[l + 1]
         self.n_params = int(self._poff[-1])
-        self._cfg = np.array([kernels.ACT_GATE if hp["activation"] == "rbg" else kernels.ACT_SIGN, int(hp["output_norm"]), self._update_kind,
-                              0, self.K], dtype=np.int64)
+        act = kernels.ACT_GATE if hp["activation"] == "rbg" else kernels.ACT_SIGN
+        self._cfg = np.array([act, int(hp["output_norm"]), self._update_kind, 0, self.K], dtype=np.int64)
         self._hp = np.asarray(self._hp_vector(), dtype=self.dtype)
         self.lam = np.concatenate([a.reshape(-1) for a in self._initial_lambdas(generator)]).astype(self.dtype)
         self.prior = np.zeros(1, dtype=self.dtype)

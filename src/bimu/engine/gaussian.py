@@ -29,7 +29,8 @@ from numba.extending import intrinsic, overload
 
 from bimu.engine.dense import ce_delta
 from bimu.engine.fastpath import dot
-from bimu.engine.kernels import _add32, _h32, _mul32, _row_key, _shr32, _u32, _u32_binop, as_like, gate_surrogate
+from bimu.engine.kernels import (_add32, _h32, _mul32, _row_key, _shr32, _u32, _u32_binop, as_like, gate_forward,
+                                 gate_surrogate)
 
 _OPTS = dict(cache=True, error_model="numpy", nogil=True, boundscheck=False)
 
@@ -247,7 +248,7 @@ def mesu_train(X, Y, n_steps, B, K, mu, sg, sizes, woff, boff, hp, key, step0, E
                         if l < L - 1:
                             if use_gate:
                                 G[u] = gate_surrogate(Z[u], gate)
-                                Z[u] = as_like(1.0, one) if abs(Z[u]) > as_like(gate, one) else zero
+                                Z[u] = gate_forward(Z[u], gate)
                             else:
                                 Z[u] = max(Z[u], zero)
         # ---- backward: D = dC/dz per sample and example (C = sum_b mean_k NLL)

@@ -15,8 +15,8 @@ in every kernel that computes ``exp(-2|lambda|)`` or relaxed samples (:func:`sam
 :func:`train_steps` and :func:`bimu.engine.fastpath.row_step`), so that all of them compute those values
 identically; ``error_model='numpy'`` lets divisions vectorise.
 
-Integer configuration ``cfg``: ``[activation (:data:`ACT_GATE` or :data:`ACT_SIGN`), output_norm, update kind (0 BiMU,
-1 BayesBiNN), prior is per-parameter, K]``. Float hyperparameters ``hp`` (in the working dtype):
+Integer configuration ``cfg``: ``[activation (:data:`ACT_GATE` or :data:`ACT_SIGN`), output_norm,
+update kind (0 BiMU, 1 BayesBiNN), prior is per-parameter, K]``. Float hyperparameters ``hp`` (in the working dtype):
 see :data:`HP_FIELDS`.
 """
 
@@ -183,11 +183,10 @@ def _u32(x, one):
 def dot8(w, wo, x, xo, n):
     """``sum_i w[wo + i] * x[xo + i]`` in one order written out in the source: eight partial sums (sum
     ``j`` takes the terms ``i = j mod 8``), added as ``((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7))``,
-    then the last ``n mod 8`` terms in turn. No fast-math flag, so no compiler may change that order:
-    the eight sums vectorise as one 8-lane (float32) accumulator, and a caller that inlines this function
-    (numba links a callee compiled in the same process into its caller; one loaded from the disk cache
-    it calls) gets the same bits as one that calls it. A summation order left to the vectoriser
-    (``reassoc``) made results depend on which kernels had been compiled in earlier processes.
+    then the last ``n mod 8`` terms in turn. ``fastmath=False`` is stated, so the function neither takes
+    a caller's flags (numba compiles a function whose flags are unset with those of the first caller that
+    needs it, and caches that code) nor lets the vectoriser reorder the sum (``reassoc``): every caller, in
+    every compile history, gets the same bits. The eight sums vectorise as one 8-lane float32 accumulator.
 
     >>> import numpy as np
     >>> w = np.arange(1.0, 12.0); x = np.ones(11)
@@ -334,7 +333,7 @@ def _layer_norm_act(Z, XH, A, r_out, base, n, eps, act, gate, hidden):
         XH[base + o] = xh
         if hidden:
             if act == ACT_GATE:
-                A[base + o] = one if abs(xh) > gate else one - one
+                A[base + o] = gate_forward(xh, gate)
             else:
                 A[base + o] = one if xh >= 0 else -one
         else:
@@ -398,6 +397,18 @@ def bayesbinn_lambda_step(lo, g, b, lr, cpr, p):
     """
     d1 = as_like(1.0, lo) + b
     return lo - lr * ((g * (d1 * d1)) / (as_like(4.0, lo) * b)) - cpr * (lo - p)
+
+
+@njit(inline="always", **_OPTS)
+def gate_forward(z, gate):
+    """The Reverse Binary Gate ``1[|z| > gate]`` (:func:`bimu.nn.rbg`), compared and returned in the type
+    of ``z``.
+
+    >>> import numpy as np
+    >>> [float(gate_forward(np.float32(v), 1.0)) for v in (-1.5, -1.0, 0.3, 1.0, 2.0)]
+    [1.0, 0.0, 0.0, 0.0, 1.0]
+    """
+    return as_like(1.0, z) if abs(z) > as_like(gate, z) else as_like(0.0, z)
 
 
 @njit(inline="always", **_OPTS)

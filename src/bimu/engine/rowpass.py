@@ -219,10 +219,10 @@ def _engine_digest() -> str:
     return digest.hexdigest()
 
 
-def generated_name(K: int) -> str:
+def generated_name(K: int, src: str | None = None) -> str:
     """Module name of the generated kernels for ``K`` samples: ``bimu_rowpass_k{K}_`` and 12 hex digits of
-    the hash of its source and of :func:`_engine_digest`."""
-    src = generated_source(int(K))
+    the hash of its source (``src``, :func:`generated_source` when not given) and of :func:`_engine_digest`."""
+    src = generated_source(int(K)) if src is None else src
     return f"bimu_rowpass_k{int(K)}_{hashlib.sha256((src + _engine_digest()).encode()).hexdigest()[:12]}"
 
 
@@ -240,7 +240,7 @@ def generated_module(K: int):
     if module is not None:
         return module
     src = generated_source(K)
-    name = generated_name(K)
+    name = generated_name(K, src)
     folders = (kernel_dir(), Path(tempfile.gettempdir()) / f"bimu-kernels-{os.getuid()}")
     for folder in folders:
         path = folder / f"{name}.py"

@@ -23,15 +23,14 @@ import math
 from numba import njit
 
 from bimu.engine.dense import ce_delta
-from bimu.engine.kernels import as_like, fexp, gate_surrogate
+from bimu.engine.kernels import as_like, fexp, gate_forward, gate_surrogate
 
 _OPTS = dict(cache=True, error_model="numpy", nogil=True, boundscheck=False)
 
 HP_FIELDS = ("lr", "metaplasticity", "weight_decay", "decoupled", "clip", "beta1", "beta2", "eps", "bn_momentum",
              "bn_eps", "gate")
-"""``gate`` > 0: hidden activation the Reverse Binary Gate ``1[|a| > gate]`` with its surrogate
-derivative; 0: sign with the hard-tanh estimator."""
-"""Order of the float64 hyperparameter vector of :func:`sign_train`."""
+"""Order of the float64 hyperparameter vector of :func:`sign_train`. ``gate`` > 0: hidden activation the
+Reverse Binary Gate ``1[|a| > gate]`` with its surrogate derivative; 0: sign with the hard-tanh estimator."""
 
 
 @njit(fastmath=False, **_OPTS)
@@ -142,8 +141,7 @@ def sign_train(X, Y, n_steps, B, Wh, NP, RM, RV, mW, vW, mN, vN, sizes, woff, bo
                 if l < L - 1:
                     if use_gate:
                         for b in range(B):
-                            H[b * Pu + u] = as_like(1.0, one) if abs(A[b * Pu + u]) > as_like(gate, one) else \
-                                as_like(0.0, one)
+                            H[b * Pu + u] = gate_forward(A[b * Pu + u], gate)
                     else:
                         for b in range(B):
                             H[b * Pu + u] = as_like(1.0, one) if A[b * Pu + u] >= 0 else as_like(-1.0, one)
