@@ -32,7 +32,7 @@ import torch
 from bimu.methods.base import Hyperparameter, MethodInfo, OnlineMethod, SCORE_NAMES, hyperparameter_table, non_negative, positive
 from bimu.methods.bimu import BINARY_BAYESIAN_MLP_HYPERPARAMETERS, binary_bayesian_mlp, mc_nll
 from bimu.methods.footprint import nested_tensor_bytes
-from bimu.nn.activations import rbg, sign_ste
+from bimu.nn.activations import hidden_activation
 from bimu.nn.bernoulli import relaxed_noise
 from bimu.nn.mlp import BinaryBayesianMLP, layer_norm
 from bimu.optim.bayesbinn import BayesBiNN, bayesbinn_mu_gradient
@@ -49,7 +49,7 @@ def forward_with_weights(model: BinaryBayesianMLP, x: torch.Tensor, weights: Seq
         h = torch.einsum("bi,soi->sbo" if h.dim() == 2 else "sbi,soi->sbo", h, w)
         if i < last:
             h = layer_norm(h)
-            h = rbg(h, model.gate_width) if model.activation == "rbg" else sign_ste(h)
+            h = hidden_activation(h, model.activation, model.gate_width)
         elif model.output_norm:
             h = layer_norm(h)
     return h

@@ -87,3 +87,33 @@ class SignActivation(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return sign_ste(x)
+
+
+def check_activation(name: str, allowed: tuple[str, ...]) -> None:
+    """Refuse an activation name a network does not offer (the one message for every network).
+
+    >>> check_activation("tanh", ("relu", "rbg"))
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown activation 'tanh'; expected one of ('relu', 'rbg')
+    """
+    if name not in allowed:
+        raise ValueError(f"unknown activation {name!r}; expected one of {allowed}")
+
+
+def hidden_activation(x: torch.Tensor, name: str, gate_width: float = 1.0) -> torch.Tensor:
+    """The hidden activation ``name`` between the layers of bimu's networks: ``"relu"``, ``"sign"``
+    (:func:`sign_ste`) or ``"rbg"`` (:func:`rbg` with threshold ``gate_width``).
+
+    >>> import torch
+    >>> x = torch.tensor([-2.0, -0.5, 0.5, 2.0])
+    >>> [hidden_activation(x, a).tolist() for a in ("relu", "sign", "rbg")]
+    [[0.0, 0.0, 0.5, 2.0], [-1.0, -1.0, 1.0, 1.0], [1.0, 0.0, 0.0, 1.0]]
+    """
+    if name == "rbg":
+        return rbg(x, gate_width)
+    if name == "sign":
+        return sign_ste(x)
+    if name == "relu":
+        return torch.relu(x)
+    raise ValueError(f"unknown activation {name!r}; expected one of ('relu', 'sign', 'rbg')")

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from bimu.nn.activations import rbg
+from bimu.nn.activations import check_activation, hidden_activation
 from bimu.nn.real_mlp import check_sizes
 
 GAUSSIAN_MODES = ("sample", "mean")
@@ -138,8 +138,7 @@ class GaussianMLP(nn.Module):
     def __init__(self, sizes: Sequence[int], mu_init_scale: float = 4.0, sigma_init_scale: float = 1.0,
                  activation: str = "relu", gate_width: float = 1.0):
         super().__init__()
-        if activation not in GAUSSIAN_ACTIVATIONS:
-            raise ValueError(f"unknown activation {activation!r}; expected one of {GAUSSIAN_ACTIVATIONS}")
+        check_activation(activation, GAUSSIAN_ACTIVATIONS)
         self.activation = activation
         self.gate_width = float(gate_width)
         self.sizes = check_sizes(sizes)
@@ -164,5 +163,5 @@ class GaussianMLP(nn.Module):
         for i, layer in enumerate(self.layers):
             h = layer(h, n_samples=n_samples, mode=mode, generator=generator)
             if i < last:
-                h = torch.relu(h) if self.activation == "relu" else rbg(h, self.gate_width)
+                h = hidden_activation(h, self.activation, self.gate_width)
         return h

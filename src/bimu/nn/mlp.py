@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bimu.nn.activations import rbg, sign_ste
+from bimu.nn.activations import check_activation, hidden_activation
 from bimu.nn.bernoulli import BernoulliLinear
 
 ACTIVATIONS = ("rbg", "sign")
@@ -58,8 +58,7 @@ class BinaryBayesianMLP(nn.Module):
         sizes = [int(s) for s in sizes]
         if len(sizes) < 2 or any(s <= 0 for s in sizes):
             raise ValueError(f"sizes must list at least two positive widths, got {sizes}")
-        if activation not in ACTIVATIONS:
-            raise ValueError(f"unknown activation {activation!r}; expected one of {ACTIVATIONS}")
+        check_activation(activation, ACTIVATIONS)
         if not gate_width > 0:
             raise ValueError(f"gate_width must be > 0, got {gate_width}")
         self.sizes = sizes
@@ -71,9 +70,7 @@ class BinaryBayesianMLP(nn.Module):
         )
 
     def _activate(self, h: torch.Tensor) -> torch.Tensor:
-        if self.activation == "rbg":
-            return rbg(h, self.gate_width)
-        return sign_ste(h)
+        return hidden_activation(h, self.activation, self.gate_width)
 
     def forward(
         self,

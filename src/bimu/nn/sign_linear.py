@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from bimu.nn.activations import rbg, sign_ste
+from bimu.nn.activations import check_activation, hidden_activation
 from bimu.nn.real_mlp import check_sizes
 
 
@@ -170,8 +170,7 @@ class SignMLP(nn.Module):
     def __init__(self, sizes: Sequence[int], batch_norm: bool = False, bn_momentum: float = 0.01,
                  activation: str = "sign", gate_width: float = 1.0):
         super().__init__()
-        if activation not in SIGN_MLP_ACTIVATIONS:
-            raise ValueError(f"unknown activation {activation!r}; expected one of {SIGN_MLP_ACTIVATIONS}")
+        check_activation(activation, SIGN_MLP_ACTIVATIONS)
         self.activation = activation
         self.gate_width = float(gate_width)
         self.sizes = check_sizes(sizes)
@@ -203,5 +202,5 @@ class SignMLP(nn.Module):
             if self.batch_norm:
                 h = self.norms[i](h, update_stats=update_stats)
             if i < last:
-                h = sign_ste(h) if self.activation == "sign" else rbg(h, self.gate_width)
+                h = hidden_activation(h, self.activation, self.gate_width)
         return h

@@ -63,8 +63,6 @@ def paper_table1_cells(method: str) -> dict[str, str]:
     return {"acc": pm(ref["last5"]), "auc": pm(ref["auc"]), "mmrr": f"{ref['mmrr']:.2f}", "one_task": pm(ref["one_task"])}
 
 
-
-
 def find_seed_dirs(paths: Iterable[str | os.PathLike]) -> list[Path]:
     """Every run directory under ``paths`` (recursively, or the path itself) that finished a task
     (:func:`bimu.experiments.rundir.find_run_dirs` with ``started_only``); FileNotFoundError naming a
