@@ -95,3 +95,16 @@ def test_one_writer_per_folder_and_rows_unique_by_key(tmp_path, monkeypatch, cap
     assert study.main(["run", "--plan", "nope", "--out", str(tmp_path)]) == 2
     assert "unknown plan 'nope'" in capsys.readouterr().err
     study.run_jobs([], tmp_path)  # released: runs (nothing to do)
+
+
+def test_runs_file_torn_last_row_is_rerun_and_a_corrupt_middle_line_is_named(tmp_path):
+    path = tmp_path / "runs.jsonl"
+    path.write_text('{"key": "a", "accuracy": 0.5}\n{"key": "b", "accur')  # a crash tore row b
+    assert [r["key"] for r in study.load_rows(tmp_path)] == ["a"]  # b is not done: it runs again
+    study.append_row(path, {"key": "c", "accuracy": 0.7})
+    assert path.read_text() == '{"key": "a", "accuracy": 0.5}\n{"key": "c", "accuracy": 0.7}\n'
+    study.append_row(path, {"key": "b", "accuracy": 0.6})  # appended, never rewritten
+    assert [r["key"] for r in study.load_rows(tmp_path)] == ["a", "c", "b"]
+    path.write_text('{"key": "a"}\nnot json\n{"key": "c"}\n')
+    with pytest.raises(ValueError, match=r"runs.jsonl: line 2 is not a JSON run record"):
+        study.load_rows(tmp_path)

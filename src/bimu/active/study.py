@@ -217,24 +217,66 @@ def _run_unlocked(jobs, path, log, run_stream) -> None:
                        bool(job.get("standardize", False)))
         r.pop("task_quarters", None)
         r.update(key=key, job=job, seconds=round(time.time() - t0, 1))
-        old = path.read_text() if path.exists() else ""  # rewritten whole: a crash never tears a row
-        atomic_write_text(path, old + json.dumps(r, default=float) + "\n")
+        append_row(path, r)
         done.add(key)
         log(f"{key}: acc {100 * r['accuracy']:.2f} rare {100 * r['rare_accuracy']:.2f} "
             f"queried {100 * r['query_fraction']:.2f}% ({r['seconds']} s)")
 
 
+def append_row(path, row) -> None:
+    """Append one finished run to ``runs.jsonl`` as one line, written and synced in one call.
+
+    The file only grows (linear in the number of runs, where rewriting it whole was quadratic). A
+    crash can at worst leave a torn last line without its newline; it is cut off here before the
+    next row is written, and :func:`load_rows` ignores it, so that run is simply run again.
+
+    >>> import tempfile
+    >>> p = Path(tempfile.mkdtemp()) / "runs.jsonl"
+    >>> _ = p.write_text('{"key": "a"}\\n{"key": "b", "acc')   # a crash tore the second row
+    >>> append_row(p, {"key": "c"})
+    >>> p.read_text()
+    '{"key": "a"}\\n{"key": "c"}\\n'
+    """
+    import os
+
+    path = Path(path)
+    data = (json.dumps(row, default=float) + "\n").encode()
+    with open(path, "ab+") as f:
+        size = f.seek(0, os.SEEK_END)
+        if size:
+            f.seek(size - 1)
+            if f.read(1) != b"\n":  # a torn row: cut back to the end of the last whole line
+                f.seek(0)
+                f.truncate(f.read().rfind(b"\n") + 1)
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
 def load_rows(out) -> list[dict]:
     """The finished runs of ``<out>/runs.jsonl``, one per job key (the last line written wins: runs
-    are deterministic, so a job that was run twice wrote the same result twice)."""
+    are deterministic, so a job that was run twice wrote the same result twice).
+
+    A last line without its newline is a row torn by a crash and is ignored (its run is not done);
+    any other line that is not JSON is an error naming the file and line.
+    """
     path = Path(out) / "runs.jsonl"
     if not path.exists():
         return []
     rows = {}
-    for line in path.read_text().splitlines():
-        if line.strip():
+    text = path.read_text()
+    lines = text.split("\n")
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
             row = json.loads(line)
-            rows[row["key"]] = row
+        except json.JSONDecodeError as e:
+            if i == len(lines):  # no newline after it: torn by a crash, rerun
+                break
+            raise ValueError(f"{path}: line {i} is not a JSON run record ({e.msg}); "
+                             "remove or repair that line") from None
+        rows[row["key"]] = row
     return list(rows.values())
 
 
