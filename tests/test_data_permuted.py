@@ -142,3 +142,23 @@ def test_compatibility_switches_are_benchmark_options_and_unknown_options_are_re
     bad = cfg.replace(benchmark_options={"ood_not_standardised": True})
     with pytest.raises(ValueError, match="takes no option 'ood_not_standardised'"):
         make_benchmark(bad, seed=0)
+
+
+def test_epochs_per_task_repeats_the_same_examples_in_a_fresh_order_and_keeps_the_first_pass(synthetic):
+    one = PermutedMNIST(n_tasks=2, seed=1, train_limit=30)
+    three = PermutedMNIST(n_tasks=2, seed=1, train_limit=30, epochs_per_task=3)
+    x1, y1 = one.train_task(1, seed=2)
+    x3, y3 = three.train_task(1, seed=2)
+    assert x3.shape == (90, 784) and y3.shape == (90,)
+    assert torch.equal(x3[:30], x1) and torch.equal(y3[:30], y1)  # pass 1 is the one-pass stream
+    key = lambda x: sorted(map(tuple, x.numpy().tolist()))  # noqa: E731
+    for p in (1, 2):  # the same 30 examples (the train_limit subset), in another order
+        assert key(x3[30 * p:30 * (p + 1)]) == key(x1)
+        assert not torch.equal(x3[30 * p:30 * (p + 1)], x1)
+    assert not torch.equal(x3[30:60], x3[60:90])
+    ref = PermutedMNIST(n_tasks=2, seed=1, train_limit=30, epochs_per_task=2, unshuffled_order=True)
+    xr, _ = ref.train_task(0, seed=0)
+    assert torch.equal(xr[:30], xr[30:])  # file order in every pass
+    for bad in (0, 1.5, True, "2"):
+        with pytest.raises(ValueError, match="epochs_per_task must be an integer >= 1"):
+            PermutedMNIST(n_tasks=2, epochs_per_task=bad)

@@ -47,9 +47,10 @@ def pixel_permutation(seed: int, task: int, n_pixels: int = N_PIXELS, validation
     return np.random.Generator(np.random.PCG64(ss)).permutation(n_pixels)
 
 
-def training_order(seed: int, task: int, n: int) -> np.ndarray:
-    """The presentation order of ``n`` training examples for ``(seed, task)``."""
-    ss = np.random.SeedSequence([int(seed), int(task), _ORDER_TAG])
+def training_order(seed: int, task: int, n: int, epoch: int = 0) -> np.ndarray:
+    """The presentation order of ``n`` training examples for ``(seed, task)`` in pass ``epoch`` (the
+    first pass's order does not depend on how many passes there are)."""
+    ss = np.random.SeedSequence([int(seed), int(task), _ORDER_TAG] + ([int(epoch)] if epoch else []))
     return np.random.Generator(np.random.PCG64(ss)).permutation(n)
 
 
@@ -93,6 +94,10 @@ class PermutedMNIST:
         test_own_statistics: reference-run compatibility: standardise the test (or validation) set with
             its own scalar mean and standard deviation instead of the training set's.
         ood_unstandardised: reference-run compatibility: the OOD images divided by 255 only.
+        epochs_per_task: passes over each task's training examples (default 1, the paper's online
+            protocol); later passes present the same examples (the same ``train_limit`` subset) in a
+            fresh order each (file order again with ``unshuffled_order``), and the first pass is the
+            one-pass stream unchanged.
     """
 
     name = "pmnist"
@@ -103,12 +108,15 @@ class PermutedMNIST:
     def __init__(self, data_dir=None, n_tasks: int = 1000, seed: int = 0, train_limit: int | None = None,
                  test_limit: int | None = None, ood: bool = True, identity_first_task: bool = False,
                  validation: bool = False, unshuffled_order: bool = False, test_own_statistics: bool = False,
-                 ood_unstandardised: bool = False):
+                 ood_unstandardised: bool = False, epochs_per_task: int = 1):
         if int(n_tasks) < 1:
             raise ValueError(f"n_tasks must be >= 1, got {n_tasks}")
         for key, v in (("train_limit", train_limit), ("test_limit", test_limit)):
             if v is not None and int(v) < 1:
                 raise ValueError(f"{key} must be >= 1 or None, got {v}")
+        if isinstance(epochs_per_task, bool) or int(epochs_per_task) != epochs_per_task or epochs_per_task < 1:
+            raise ValueError(f"epochs_per_task must be an integer >= 1, got {epochs_per_task!r}")
+        self.epochs_per_task = int(epochs_per_task)
         self.n_tasks = int(n_tasks)
         self.seed = int(seed)
         self.train_limit = None if train_limit is None else int(train_limit)
@@ -161,6 +169,10 @@ class PermutedMNIST:
         order = np.arange(n) if self.unshuffled_order else training_order(seed, task, n)
         if self.train_limit is not None:
             order = order[: self.train_limit]
+        if self.epochs_per_task > 1:  # the same examples again, each later pass in its own order
+            order = np.concatenate([order] + [order if self.unshuffled_order else
+                                              order[training_order(seed, task, len(order), e)]
+                                              for e in range(1, self.epochs_per_task)])
         x = standardise(self._train_x[order], self.mean, self.std)
         y = torch.from_numpy(self._train_y[order].astype(np.int64))
         return x.index_select(1, perm).contiguous(), y
@@ -198,13 +210,14 @@ def _pmnist_preset(hidden):
 def make_permuted_mnist(data_dir=None, n_tasks: int = 1000, seed: int = 0, train_limit: int | None = None,
                         test_limit: int | None = None, ood: bool = True, identity_first_task: bool = False,
                         validation: bool = False, unshuffled_order: bool = False, test_own_statistics: bool = False,
-                        ood_unstandardised: bool = False) -> PermutedMNIST:
+                        ood_unstandardised: bool = False, epochs_per_task: int = 1) -> PermutedMNIST:
     """Factory registered as ``pmnist`` (its keywords are the benchmark options a config may set; an
     unknown one is refused by name)."""
     return PermutedMNIST(data_dir=data_dir, n_tasks=n_tasks, seed=seed, train_limit=train_limit,
                          test_limit=test_limit, ood=ood, identity_first_task=identity_first_task,
                          validation=validation, unshuffled_order=unshuffled_order,
-                         test_own_statistics=test_own_statistics, ood_unstandardised=ood_unstandardised)
+                         test_own_statistics=test_own_statistics, ood_unstandardised=ood_unstandardised,
+                         epochs_per_task=epochs_per_task)
 
 
 register_benchmark("pmnist", make_permuted_mnist, default_hidden=(100,), preset=_pmnist_preset,
