@@ -68,6 +68,28 @@ def test_dot_products_have_one_written_order():
         assert dot(w[5:5 + n].copy(), x[2:2 + n].copy()) == total
 
 
+def test_dot_order_benchmark_runs_and_reports_its_ratio(capsys):
+    """benchmarks/dot_order_speed.py prices dot8's written order against a reassociated loop: its baseline
+    must compute the same dot product (to rounding) and it prints both times, the ratio and the packed /
+    scalar instruction counts."""
+    import importlib.util
+    import re
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "dot_order_speed.py"
+    spec = importlib.util.spec_from_file_location("dot_order_speed", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal(800).astype(np.float32)
+    x = rng.standard_normal(784).astype(np.float32)
+    assert abs(float(bench.dot_reassoc(w, 16, x, 0, 784)) - float(kernels.dot8(w, 16, x, 0, 784))) < 1e-3
+    assert bench.main(["--reps", "1", "--repeats", "1"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"reassoc \(baseline\)\s+[\d.]+ us\s+1\.00x", out)
+    assert re.search(r"dot8 \(engine\)\s+[\d.]+ us\s+[\d.]+x the baseline's time  \(\d+ packed / \d+ scalar", out)
+
+
 def _compiled_functions():
     import importlib
     import pkgutil

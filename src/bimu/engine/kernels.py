@@ -186,7 +186,10 @@ def dot8(w, wo, x, xo, n):
     then the last ``n mod 8`` terms in turn. ``fastmath=False`` is stated, so the function neither takes
     a caller's flags (numba compiles a function whose flags are unset with those of the first caller that
     needs it, and caches that code) nor lets the vectoriser reorder the sum (``reassoc``): every caller, in
-    every compile history, gets the same bits. The eight sums vectorise as one 8-lane float32 accumulator.
+    every compile history, gets the same bits. The price: LLVM does not pack loop-carried scalar
+    accumulators without ``reassoc``, so this compiles to scalar arithmetic, about 5x the time of a
+    reassociated vector loop (``benchmarks/dot_order_speed.py``); the same order in explicit 8-lane vector
+    code would keep the bits and the speed (open).
 
     >>> import numpy as np
     >>> w = np.arange(1.0, 12.0); x = np.ones(11)
