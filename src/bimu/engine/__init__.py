@@ -29,6 +29,9 @@ from bimu.engine.fused import BAYESBINN_PRIOR_SIGN, FusedBayesBiNN, FusedBiMU
 from bimu.engine.fused_gaussian import FusedMESU
 from bimu.engine.fused_real import FusedOnlineEWC, FusedSGD, FusedSynapticIntelligence
 from bimu.engine.fused_sign import FusedSTE, FusedSynapticMetaplasticity
+from bimu.engine.cache import refresh_stale_cache
+
+refresh_stale_cache()  # code cached from other engine sources (an edit, a pull) is never loaded
 
 FUSED_METHODS = {"bimu": FusedBiMU, "bayesbinn": FusedBayesBiNN, "sgd": FusedSGD, "ewc-online": FusedOnlineEWC,
                  "si": FusedSynapticIntelligence, "mesu": FusedMESU, "ste": FusedSTE,
