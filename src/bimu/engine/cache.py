@@ -14,7 +14,6 @@ afresh once. Generated per-K modules carry the digest in their names instead
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -45,6 +44,7 @@ def refresh_stale_cache(digest: str | None = None, dispatchers=None) -> list[Pat
     unwritable cache only means numba recompiles, as it would anyway)."""
     import fcntl
 
+    from bimu.atomic import atomic_write_text
     from bimu.engine.rowpass import _engine_digest
 
     digest = _engine_digest() if digest is None else digest
@@ -62,9 +62,7 @@ def refresh_stale_cache(digest: str | None = None, dispatchers=None) -> list[Pat
                     continue
                 for dispatcher in dispatchers:
                     dispatcher._cache.flush()
-                tmp = folder / f"{STAMP}.{os.getpid()}.tmp"
-                tmp.write_text(digest + "\n")
-                os.replace(tmp, stamp)
+                atomic_write_text(stamp, digest + "\n")
                 emptied.append(folder)
         except OSError:
             continue
