@@ -138,3 +138,57 @@ def test_predict_uses_mean_log_probability():
     pred = predict(net, x, 7, generator=torch.Generator().manual_seed(3))
     assert torch.equal(pred, probs.log().mean(0).argmax(-1))
     assert probs.shape == (7, 5, 4)
+
+
+def test_online_batch_norm_folds_the_batch_in_first_and_treats_statistics_as_constants():
+    from bimu.nn import OnlineBatchNorm
+
+    bn = OnlineBatchNorm(1, momentum=0.5)
+    x = torch.tensor([[3.0]], requires_grad=True)
+    y = bn(x, update_stats=True)
+    # m = 0.5 * 0 + 0.5 * 3 = 1.5; v = 0.5 * 1 + 0.5 * (3 - 1.5)^2 = 1.625
+    assert bn.running_mean.item() == 1.5 and bn.running_var.item() == 1.625
+    assert y.item() == pytest.approx(1.5 / math.sqrt(1.625 + 1e-5))
+    y.sum().backward()
+    assert x.grad.item() == pytest.approx(1.0 / math.sqrt(1.625 + 1e-5))   # no gradient through m, v
+
+
+def test_equinox_batch_norm_compatibility_at_batch_size_one():
+    """The paper's runs' norm: the first batch's statistics, then each batch's own, with gradient."""
+    from bimu.nn import OnlineBatchNorm
+
+    bn = OnlineBatchNorm(2, momentum=0.01, statistics="equinox")
+    x0 = torch.tensor([[0.5, -2.0]], requires_grad=True)
+    y0 = bn(x0, update_stats=True)
+    assert y0.tolist() == [[0.0, 0.0]]                        # x - mean(x) = 0: only beta is left
+    y0.sum().backward()
+    assert x0.grad.tolist() == [[0.0, 0.0]]
+    assert bn.running_mean.tolist() == [0.5, -2.0] and bn.running_var.tolist() == [0.0, 0.0]
+    x1 = torch.tensor([[1.5, -2.0]], requires_grad=True)
+    y1 = bn(x1, update_stats=True)
+    # m = 0.99 * 0.5 + 0.01 * 1.5 = 0.51; the batch's variance is 0, so v stays 0: y = (x - m) / sqrt(eps)
+    assert bn.running_mean[0].item() == pytest.approx(0.51) and bn.running_var.tolist() == [0.0, 0.0]
+    assert y1[0, 0].item() == pytest.approx(0.99 / math.sqrt(1e-5), rel=1e-5)
+    y1[0, 0].backward()
+    assert x1.grad[0, 0].item() == pytest.approx(0.99 / math.sqrt(1e-5), rel=1e-5)   # through the batch's share
+    # batch of two: its own biased variance is folded in
+    bn2 = OnlineBatchNorm(1, momentum=0.01, statistics="equinox")
+    bn2(torch.tensor([[1.0], [3.0]]), update_stats=True)
+    assert bn2.running_mean.item() == 2.0 and bn2.running_var.item() == 1.0
+    with pytest.raises(ValueError, match="statistics must be one of"):
+        OnlineBatchNorm(2, statistics="batch")
+
+
+def test_equinox_norm_is_a_torch_only_switch_of_synaptic_metaplasticity():
+    from bimu.engine import supports
+    from bimu.methods.registry import create_method
+
+    m = create_method("synaptic-metaplasticity", [4, 3, 2], seed=0, bn_statistics="equinox")
+    assert all(n.statistics == "equinox" for n in m.model.norms)
+    assert supports("synaptic-metaplasticity", [4, 3, 2], {"bn_statistics": "online"})
+    assert not supports("synaptic-metaplasticity", [4, 3, 2], {"bn_statistics": "equinox"})
+    # the switch survives a state round trip (its first-batch flag is state)
+    m.learn(torch.ones(1, 4), torch.tensor([1]))
+    fresh = create_method("synaptic-metaplasticity", [4, 3, 2], seed=1, bn_statistics="equinox")
+    fresh.load_modules_state(m.modules_state())
+    assert bool(fresh.model.norms[0].initialised)

@@ -277,3 +277,17 @@ def test_a_printed_zero_std_is_half_a_unit_of_its_last_digit():
     assert parse_reported("0.99 ± 0.00") == (0.99, 0.005)
     assert round(gap_sd([0.992, 0.994], parse_reported("0.99 ± 0.00")), 2) == 0.58
     assert parse_reported("139.47") == (139.47, None)  # no std printed: nothing assumed
+
+
+def test_every_recorded_gap_explanation_names_a_real_cell():
+    """A typo in an EXPLANATIONS key would leave its gap 'not explained yet' without anyone noticing."""
+    from bimu.experiments import gaps
+
+    full = rp.Options(seeds=(0, 1), scale="full")
+    assert gaps.EXPLANATIONS
+    for (name, slug, quantity), text in gaps.EXPLANATIONS.items():
+        entry = rp.ENTRIES[name]
+        assert entry.rows is not None, name
+        assert slug in {r.slug for r in entry.rows(full)}, (name, slug)
+        assert quantity in entry.quantities, (name, slug, quantity)
+        assert text.startswith(("cause", "open", "partly")), (name, slug, quantity)

@@ -14,6 +14,7 @@ update, task-end hook, counters and memory footprint of its torch method (:mod:`
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -150,7 +151,11 @@ class FusedSynapticMetaplasticity(FusedSTE):
     :meth:`use_task` predicts with a stored task's (task identity at test time, as the torch method)."""
 
     info = SynapticMetaplasticityMethod.info
-    hyperparameters = SynapticMetaplasticityMethod.hyperparameters
+    hyperparameters = {**SynapticMetaplasticityMethod.hyperparameters,
+                       "bn_statistics": dataclasses.replace(SynapticMetaplasticityMethod.hyperparameters["bn_statistics"],
+                                                            choices=("online",))}
+    """The torch method's, but only the ``online`` norm (the ``equinox`` compatibility switch runs on
+    the torch engine)."""
     presets = SynapticMetaplasticityMethod.presets
     _norm = True
 

@@ -27,6 +27,7 @@ not depend on threads or on how steps are grouped into calls.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import inspect
@@ -207,12 +208,13 @@ def kernel_dir() -> Path:
     return Path(base) / "bimu" / "kernels"
 
 
+@functools.cache
 def _engine_digest() -> str:
     """SHA-256 of the source of every module of :mod:`bimu.engine` (the generated module calls and inlines
     their compiled functions). numba's disk cache checks only the file that defines a function, so a
     generated module is named after this digest as well as its own source: a changed engine, an upgrade
     or another checkout sharing :func:`kernel_dir` compiles its own module and never reuses code compiled
-    against other callees."""
+    against other callees. Read once per process (the sources a process runs do not change under it)."""
     digest = hashlib.sha256()
     for path in sorted(Path(__file__).resolve().parent.glob("*.py")):
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")

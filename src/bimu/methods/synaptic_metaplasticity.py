@@ -11,6 +11,12 @@ Batch norm at batch size 1: normalising a single example by its own batch statis
 unit to ``beta`` (no information; the paper's runs used batch size 1). The norm here
 (:class:`~bimu.nn.OnlineBatchNorm`) folds each training batch into running statistics (momentum
 ``bn_momentum``) and normalises with them; prediction uses the running statistics unchanged.
+``bn_statistics="equinox"`` is a compatibility switch for the norm of the paper's runs
+(``equinox.nn.BatchNorm`` at batch size 1). There the running variance is each batch's own
+variance, 0 at batch size 1, so every unit is ``(x - m) / sqrt(eps)`` and
+``beta``-shifted. This degrades the sign network and leaves the Reverse Binary Gate, whose
+threshold 1 every scaled unit clears, with constant outputs
+(:mod:`bimu.experiments.gaps` has the measurements).
 
 Task identity (``task_affine=True``, off by default): as in the paper's runs, the norms' affine
 parameters are stored at every task end and :meth:`SynapticMetaplasticityMethod.use_task` reloads
@@ -37,7 +43,7 @@ import torch.nn.functional as F
 from bimu.methods.base import Hyperparameter, MethodInfo, OnlineMethod, hyperparameter_table, non_negative, positive, tensor_bytes
 from bimu.methods.footprint import nested_tensor_bytes
 from bimu.methods.sgd import DETERMINISTIC_SCORES
-from bimu.nn.sign_linear import SIGN_MLP_ACTIVATIONS, SignMLP
+from bimu.nn.sign_linear import BATCH_NORM_STATISTICS, SIGN_MLP_ACTIVATIONS, SignMLP
 from bimu.optim.metaplastic_adam import MetaplasticAdam
 
 
@@ -59,6 +65,10 @@ class SynapticMetaplasticityMethod(OnlineMethod):
         non_negative("weight_decay", float, 2.9e-9, "L2 weight decay (added to the gradient)"),
         Hyperparameter("bn_momentum", float, 0.01, "momentum of the norms' running statistics",
                        check=lambda v: 0.0 < v <= 1.0, requirement="in (0, 1]"),
+        Hyperparameter("bn_statistics", str, "online",
+                       "the norms' statistics: online (running statistics, usable at batch size 1) or equinox "
+                       "(COMPATIBILITY: the paper's runs, whose variance stays 0 at batch size 1)",
+                       choices=BATCH_NORM_STATISTICS),
         Hyperparameter("activation", str, "sign", "hidden activation (rbg: the paper's activation ablation)",
                        choices=SIGN_MLP_ACTIVATIONS),
         positive("gate_width", float, 1.0, "RBG threshold (activation rbg)"),
@@ -79,7 +89,7 @@ class SynapticMetaplasticityMethod(OnlineMethod):
     def _build(self, generator: torch.Generator) -> None:
         hp = self.hparams
         self.model = SignMLP(self.sizes, batch_norm=True, bn_momentum=hp["bn_momentum"], activation=hp["activation"],
-                             gate_width=hp["gate_width"])
+                             gate_width=hp["gate_width"], bn_statistics=hp["bn_statistics"])
         self.model.reset_parameters(generator)
         self.optimizer = MetaplasticAdam(
             [{"params": self.model.latent_weights(), "metaplasticity": hp["metaplasticity"]},

@@ -82,6 +82,11 @@ class SignLinear(nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}"
 
 
+BATCH_NORM_STATISTICS = ("online", "equinox")
+"""Statistics of :class:`OnlineBatchNorm`: ``online`` (bimu's) or ``equinox`` (the paper's runs, a
+compatibility switch)."""
+
+
 class OnlineBatchNorm(nn.Module):
     """Batch normalisation that works in a stream of batches of size 1.
 
@@ -105,9 +110,26 @@ class OnlineBatchNorm(nn.Module):
     ([1.0, -1.0], [1.0, 1.0])
     >>> [round(v, 4) for v in y[0].tolist()]
     [1.0, -1.0]
+
+    ``statistics="equinox"`` is a compatibility switch that reproduces the norm of the paper's
+    Synaptic Metaplasticity runs (``equinox.nn.BatchNorm`` in training mode, batch size 1). On the
+    first training batch the running statistics *are* that batch's mean and (biased) variance. After
+    that, each batch's own mean and variance are folded in with weight ``momentum``. Training
+    normalises with these just-updated statistics, and the gradient flows through the batch's share
+    of them. At batch size 1 a batch's variance is 0, so the running variance is 0 forever and the
+    norm multiplies ``x - m`` by ``1 / sqrt(eps)`` (about 316 with the default ``eps``), in training
+    and at test alike:
+
+    >>> bn = OnlineBatchNorm(1, statistics="equinox")
+    >>> _ = bn(torch.tensor([[0.5]]), update_stats=True)
+    >>> _ = bn(torch.tensor([[1.5]]), update_stats=True)
+    >>> round(bn.running_mean.item(), 4), bn.running_var.item()
+    (0.51, 0.0)
+    >>> round(bn(torch.tensor([[0.52]])).item(), 2)   # (0.52 - 0.51) / sqrt(1e-5)
+    3.16
     """
 
-    def __init__(self, num_features: int, momentum: float = 0.01, eps: float = 1e-5):
+    def __init__(self, num_features: int, momentum: float = 0.01, eps: float = 1e-5, statistics: str = "online"):
         super().__init__()
         if int(num_features) <= 0:
             raise ValueError(f"num_features must be positive, got {num_features}")
@@ -115,13 +137,19 @@ class OnlineBatchNorm(nn.Module):
             raise ValueError(f"momentum must be in (0, 1], got {momentum}")
         if not eps > 0:
             raise ValueError(f"eps must be > 0, got {eps}")
+        if statistics not in BATCH_NORM_STATISTICS:
+            raise ValueError(f"statistics must be one of {BATCH_NORM_STATISTICS}, got {statistics!r}")
         self.num_features = int(num_features)
         self.momentum = float(momentum)
         self.eps = float(eps)
+        self.statistics = statistics
         self.weight = nn.Parameter(torch.ones(self.num_features))
         self.bias = nn.Parameter(torch.zeros(self.num_features))
         self.register_buffer("running_mean", torch.zeros(self.num_features))
         self.register_buffer("running_var", torch.ones(self.num_features))
+        if statistics == "equinox":
+            # whether the first training batch has been seen (the statistics are then that batch's)
+            self.register_buffer("initialised", torch.zeros((), dtype=torch.bool))
 
     @torch.no_grad()
     def update_statistics(self, x: torch.Tensor) -> None:
@@ -132,14 +160,31 @@ class OnlineBatchNorm(nn.Module):
 
     def forward(self, x: torch.Tensor, update_stats: bool = False) -> torch.Tensor:
         """Normalise ``x`` ``[batch, features]``; with ``update_stats`` first fold ``x`` into the stats."""
+        if update_stats and self.statistics == "equinox":
+            return self._equinox_train(x)
         if update_stats:
             self.update_statistics(x.detach())
         inv = torch.rsqrt(self.running_var + self.eps)
         return (x - self.running_mean) * inv * self.weight + self.bias
 
+    def _equinox_train(self, x: torch.Tensor) -> torch.Tensor:
+        batch_mean = x.mean(0)
+        batch_var = (x - batch_mean).pow(2).mean(0)
+        if bool(self.initialised):
+            mean = (1.0 - self.momentum) * self.running_mean + self.momentum * batch_mean
+            var = (1.0 - self.momentum) * self.running_var + self.momentum * batch_var
+        else:
+            mean, var = batch_mean, batch_var
+        with torch.no_grad():
+            self.running_mean.copy_(mean)
+            self.running_var.copy_(var)
+            self.initialised.fill_(True)
+        return (x - mean) * torch.rsqrt(var + self.eps) * self.weight + self.bias
+
     def extra_repr(self) -> str:
         """Summary shown by ``repr``."""
-        return f"{self.num_features}, momentum={self.momentum}, eps={self.eps}"
+        extra = f", statistics={self.statistics!r}" if self.statistics != "online" else ""
+        return f"{self.num_features}, momentum={self.momentum}, eps={self.eps}{extra}"
 
 
 SIGN_MLP_ACTIVATIONS = ("sign", "rbg")
@@ -160,6 +205,7 @@ class SignMLP(nn.Module):
         activation: ``"sign"`` (hard-tanh straight-through estimator) or ``"rbg"`` (the Reverse Binary
             Gate :func:`bimu.nn.rbg`, outputs 0/1: the paper's activation ablation).
         gate_width: the RBG threshold (1.0 in every paper run).
+        bn_statistics: the norms' statistics, :data:`BATCH_NORM_STATISTICS` (see :class:`OnlineBatchNorm`).
 
     >>> import torch
     >>> net = SignMLP([4, 3, 2], batch_norm=True, activation="rbg")
@@ -168,7 +214,7 @@ class SignMLP(nn.Module):
     """
 
     def __init__(self, sizes: Sequence[int], batch_norm: bool = False, bn_momentum: float = 0.01,
-                 activation: str = "sign", gate_width: float = 1.0):
+                 activation: str = "sign", gate_width: float = 1.0, bn_statistics: str = "online"):
         super().__init__()
         check_activation(activation, SIGN_MLP_ACTIVATIONS)
         self.activation = activation
@@ -177,7 +223,7 @@ class SignMLP(nn.Module):
         self.layers = nn.ModuleList(SignLinear(a, b) for a, b in zip(self.sizes[:-1], self.sizes[1:]))
         self.batch_norm = bool(batch_norm)
         self.norms = nn.ModuleList(
-            OnlineBatchNorm(b, momentum=bn_momentum) for b in self.sizes[1:]
+            OnlineBatchNorm(b, momentum=bn_momentum, statistics=bn_statistics) for b in self.sizes[1:]
         ) if self.batch_norm else nn.ModuleList()
 
     def reset_parameters(self, generator: torch.Generator | None = None) -> None:
