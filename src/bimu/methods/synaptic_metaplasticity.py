@@ -13,8 +13,7 @@ unit to ``beta`` (no information; the paper's runs used batch size 1). The norm 
 ``bn_momentum``) and normalises with them; prediction uses the running statistics unchanged.
 ``bn_statistics="equinox"`` is a compatibility switch for the norm of the paper's runs
 (``equinox.nn.BatchNorm`` at batch size 1). There the running variance is each batch's own
-variance, 0 at batch size 1, so every unit is ``(x - m) / sqrt(eps)`` and
-``beta``-shifted. This degrades the sign network and leaves the Reverse Binary Gate, whose
+variance, 0 at batch size 1, so every unit is ``gamma (x - m) / sqrt(eps) + beta``. This degrades the sign network and leaves the Reverse Binary Gate, whose
 threshold 1 every scaled unit clears, with constant outputs
 (:mod:`bimu.experiments.gaps` has the measurements).
 
