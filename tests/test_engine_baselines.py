@@ -393,3 +393,27 @@ def test_noise_speed_benchmark_baseline_matches_the_engine_bit_for_bit(capsys):
     assert bench.main(["--draws", "1", "--repeats", "1"]) == 0
     out = capsys.readouterr().out
     assert "64-bit index (before)" in out and "32-bit lanes (engine)" in out
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+@pytest.mark.parametrize("activation", ["sign", "rbg"])
+def test_equinox_norm_compatibility_matches_torch(batch, activation):
+    """Syn. Meta. with the paper's runs' norm (bn_statistics=equinox): the fused engine's statistics,
+    first-batch flag and gradient through the batch's share (the variance term too at batch 3) follow the
+    torch method step for step (float64), through a task boundary and a state round trip."""
+    X, Y = _mnist(120)
+    hp = dict(create_method("synaptic-metaplasticity", [784, 100, 10], 0, preset="pmnist-100").hparams,
+              activation=activation, bn_statistics="equinox", lr=0.003)
+    m, t = _run_both("synaptic-metaplasticity", [784, 100, 10], hp, X, Y, batch=batch, boundary=20, dtype="float64")
+    assert _rel(m.parameters_np(), _torch_params(t)) < 1e-9
+    assert np.allclose(m.RM, np.concatenate([n.running_mean.numpy() for n in t.model.norms]), rtol=1e-9, atol=1e-9)
+    assert np.array_equal(m.RV == 0, np.concatenate([n.running_var.numpy() for n in t.model.norms]) == 0)
+    if batch == 1:
+        assert not m.RV.any()  # a single example's variance: 0 for ever
+    x = torch.from_numpy(X).double()
+    assert torch.allclose(m.predict_proba(x).double(), t.predict_proba(x).double(), atol=1e-9)
+    state = m.modules_state()
+    assert state["bn_seen"] is True
+    fresh = create_fused("synaptic-metaplasticity", [784, 100, 10], 5, hp, dtype="float64")
+    fresh.load_modules_state(state)
+    assert fresh.bn_seen[0] == 1 and np.array_equal(fresh.RM, m.RM)

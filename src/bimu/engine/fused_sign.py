@@ -14,7 +14,6 @@ update, task-end hook, counters and memory footprint of its torch method (:mod:`
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -62,6 +61,7 @@ class FusedSTE(EngineMethod):
         self.mN, self.vN = np.zeros(nn_, self.dtype), np.zeros(nn_, self.dtype)
         self.RM = np.zeros(n_units, self.dtype)
         self.RV = np.ones(n_units, self.dtype)
+        self.bn_seen = np.zeros(1, np.int64)  # the equinox norms' first-batch flag (INIT of sign_train)
         self.adam_step = 0
         self._hp = np.array(self._hp_vector(), dtype=np.float64)
         self._scratch_batch = 0
@@ -69,20 +69,21 @@ class FusedSTE(EngineMethod):
     def _hp_vector(self) -> list[float]:
         hp = self.hparams
         return [hp["lr"], 0.0, hp["weight_decay"], 1.0, float(hp["clip_latent"]), *ADAM_BETAS, ADAM_EPS, 0.0, BN_EPS,
-                0.0]
+                0.0, 0.0]
 
     def _scratch(self, batch: int) -> tuple:
         if self._scratch_batch != batch:
             n, u = batch * int(self.boff[-1]), int(self.boff[-1])
             self._scratch_arrays = (*(np.zeros(n, self.dtype) for _ in range(4)), np.zeros(u, self.dtype),
                                     np.zeros(2 * u, self.dtype), np.zeros(max(self.sizes), self.dtype),
-                                    np.zeros(self.sizes[-1], self.dtype))
+                                    np.zeros(self.sizes[-1], self.dtype), np.zeros(u, self.dtype))
             self._scratch_batch = batch
         return self._scratch_arrays
 
     def _run(self, xn, yn, n_steps, batch) -> None:
         sign_train(xn, yn, n_steps, batch, self.Wh, self.NP, self.RM, self.RV, self.mW, self.vW, self.mN, self.vN,
-                   self._sizes, self.woff, self.boff, self._norm, self._hp, self.adam_step, *self._scratch(batch))
+                   self._sizes, self.woff, self.boff, self._norm, self._hp, self.adam_step, *self._scratch(batch),
+                   self.bn_seen)
         self.adam_step += n_steps
 
     def _eval_norm(self) -> tuple[np.ndarray, np.ndarray]:
@@ -126,6 +127,8 @@ class FusedSTE(EngineMethod):
                 state[name] = to_tensors(getattr(self, name), self._nshapes)
             state["RM"] = torch.from_numpy(self.RM.copy())
             state["RV"] = torch.from_numpy(self.RV.copy())
+            if self._hp[11]:
+                state["bn_seen"] = bool(self.bn_seen[0])
         return state
 
     def load_modules_state(self, state: Mapping[str, Any]) -> None:
@@ -137,6 +140,7 @@ class FusedSTE(EngineMethod):
                 getattr(self, name)[:] = from_tensors(state[name], self._nshapes, self.dtype, name)
             for name in ("RM", "RV"):
                 getattr(self, name)[:] = from_tensors([state[name]], [self.RM.shape], self.dtype, name)
+            self.bn_seen[0] = int(bool(state.get("bn_seen", False)))
         self.adam_step = int(state["adam_step"])
         self._load_counters(state)
 
@@ -151,11 +155,7 @@ class FusedSynapticMetaplasticity(FusedSTE):
     :meth:`use_task` predicts with a stored task's (task identity at test time, as the torch method)."""
 
     info = SynapticMetaplasticityMethod.info
-    hyperparameters = {**SynapticMetaplasticityMethod.hyperparameters,
-                       "bn_statistics": dataclasses.replace(SynapticMetaplasticityMethod.hyperparameters["bn_statistics"],
-                                                            choices=("online",))}
-    """The torch method's, but only the ``online`` norm (the ``equinox`` compatibility switch runs on
-    the torch engine)."""
+    hyperparameters = SynapticMetaplasticityMethod.hyperparameters
     presets = SynapticMetaplasticityMethod.presets
     _norm = True
 
@@ -167,7 +167,8 @@ class FusedSynapticMetaplasticity(FusedSTE):
     def _hp_vector(self):
         hp = self.hparams
         return [hp["lr"], hp["metaplasticity"], hp["weight_decay"], 0.0, 0.0, *ADAM_BETAS, ADAM_EPS,
-                hp["bn_momentum"], BN_EPS, hp["gate_width"] if hp["activation"] == "rbg" else 0.0]
+                hp["bn_momentum"], BN_EPS, hp["gate_width"] if hp["activation"] == "rbg" else 0.0,
+                1.0 if hp["bn_statistics"] == "equinox" else 0.0]
 
     def task_end(self) -> None:
         """With ``task_affine``, store a copy of the norms' affine parameters for this task."""

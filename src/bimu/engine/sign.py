@@ -28,9 +28,12 @@ from bimu.engine.kernels import as_like, fexp, gate_forward, gate_surrogate
 _OPTS = dict(cache=True, error_model="numpy", nogil=True, boundscheck=False)
 
 HP_FIELDS = ("lr", "metaplasticity", "weight_decay", "decoupled", "clip", "beta1", "beta2", "eps", "bn_momentum",
-             "bn_eps", "gate")
+             "bn_eps", "gate", "bn_equinox")
 """Order of the float64 hyperparameter vector of :func:`sign_train`. ``gate`` > 0: hidden activation the
-Reverse Binary Gate ``1[|a| > gate]`` with its surrogate derivative; 0: sign with the hard-tanh estimator."""
+Reverse Binary Gate ``1[|a| > gate]`` with its surrogate derivative; 0: sign with the hard-tanh estimator.
+``bn_equinox`` != 0: the norms' ``equinox`` compatibility statistics of
+:class:`bimu.nn.sign_linear.OnlineBatchNorm` (each batch's own mean and variance folded in, the first
+batch's taken whole while ``INIT[0]`` is 0, gradient through the batch's share)."""
 
 
 @njit(fastmath=False, **_OPTS)
@@ -85,12 +88,13 @@ def adam_row(w, m, v, g, n, lr, meta, wd, decoupled, clip, b1, b2, eps, bc1, bc2
 
 @njit(fastmath=False, **_OPTS)
 def sign_train(X, Y, n_steps, B, Wh, NP, RM, RV, mW, vW, mN, vN, sizes, woff, boff, norm, hp, step0, Z, A, H, DY,
-               INV, GN, grow, p):
+               INV, GN, grow, p, MB, INIT):
     """``n_steps`` online steps of ``B`` examples each; Adam's step counter starts at ``step0``.
 
     ``hp``: :data:`HP_FIELDS` (float64). Scratch: ``Z, A, H, DY`` (``B * boff[-1]``: pre-norm,
     post-norm, sign and gradient values), ``INV`` (``boff[-1]``), ``GN`` (``2 boff[-1]``), ``grow``
-    (widest layer input), ``p`` (classes).
+    (widest layer input), ``p`` (classes), ``MB`` (``boff[-1]``: the batch means, ``bn_equinox``).
+    ``INIT[0]``: whether the norms have seen a batch (``bn_equinox``; set to 1 by the first step).
     """
     L = sizes.shape[0] - 1
     Pu = boff[L]
@@ -103,6 +107,7 @@ def sign_train(X, Y, n_steps, B, Wh, NP, RM, RV, mW, vW, mN, vN, sizes, woff, bo
     bn_eps = as_like(hp[9], one)
     gate = hp[10]
     use_gate = gate > 0
+    eqx = hp[11] != 0
     fb = as_like(B, one)
     inv_b = as_like(1.0, one) / fb
     for s in range(n_steps):
@@ -110,6 +115,8 @@ def sign_train(X, Y, n_steps, B, Wh, NP, RM, RV, mW, vW, mN, vN, sizes, woff, bo
         bc1 = 1.0 - math.pow(b1, t)
         bc2 = 1.0 - math.pow(b2, t)
         r0 = s * B
+        # the share of this batch in the equinox statistics: the momentum, or all of it on the first batch
+        share = mom if INIT[0] != 0 else as_like(1.0, one)
         # ---- forward, layer by layer over the batch (the norm's statistics take in the whole batch first)
         for l in range(L):
             n_in = sizes[l]
@@ -121,7 +128,23 @@ def sign_train(X, Y, n_steps, B, Wh, NP, RM, RV, mW, vW, mN, vN, sizes, woff, bo
                     Z[b * Pu + boff[l] + o] = sign_dot(Wh[w0:w0 + n_in], inp)
             for o in range(n_out):
                 u = boff[l] + o
-                if norm:
+                if norm and eqx:
+                    mean = Z[u]
+                    for b in range(1, B):
+                        mean += Z[b * Pu + u]
+                    mean = mean / fb
+                    var = (Z[u] - mean) * (Z[u] - mean)
+                    for b in range(1, B):
+                        var += (Z[b * Pu + u] - mean) * (Z[b * Pu + u] - mean)
+                    MB[u] = mean
+                    RM[u] = RM[u] * (as_like(1.0, one) - share) + share * mean
+                    RV[u] = RV[u] * (as_like(1.0, one) - share) + share * (var / fb)
+                    INV[u] = as_like(1.0, one) / math.sqrt(RV[u] + bn_eps)
+                    g = NP[2 * boff[l] + o]
+                    beta = NP[2 * boff[l] + n_out + o]
+                    for b in range(B):
+                        A[b * Pu + u] = (Z[b * Pu + u] - RM[u]) * INV[u] * g + beta
+                elif norm:
                     mean = Z[u]
                     for b in range(1, B):
                         mean += Z[b * Pu + u]
@@ -145,6 +168,8 @@ def sign_train(X, Y, n_steps, B, Wh, NP, RM, RV, mW, vW, mN, vN, sizes, woff, bo
                     else:
                         for b in range(B):
                             H[b * Pu + u] = as_like(1.0, one) if A[b * Pu + u] >= 0 else as_like(-1.0, one)
+        if norm and eqx:
+            INIT[0] = 1
         # ---- backward: DY holds dL/d(layer output) per example (not divided by B), turned into dL/dz
         for b in range(B):
             zb = b * Pu + boff[L - 1]
@@ -166,8 +191,19 @@ def sign_train(X, Y, n_steps, B, Wh, NP, RM, RV, mW, vW, mN, vN, sizes, woff, bo
                     GN[2 * boff[l] + o] = dg * inv_b
                     GN[2 * boff[l] + n_out + o] = db * inv_b
                     g = NP[2 * boff[l] + o]
-                    for b in range(B):
-                        DY[b * Pu + u] = DY[b * Pu + u] * g * INV[u]
+                    if eqx:
+                        # y_b = (z_b - m) INV g + beta with m = (1 - s) m_old + s mean_b(z), v likewise (s = share):
+                        # dL/dz_b = g INV (dy_b - s/B sum dy) - g INV^3 s/B (z_b - mean) sum_b' dy_b' (z_b' - m)
+                        dz = as_like(0.0, one)
+                        for b in range(B):
+                            dz += DY[b * Pu + u] * (Z[b * Pu + u] - RM[u])
+                        k1 = share * db * inv_b
+                        k2 = share * inv_b * INV[u] * INV[u] * dz
+                        for b in range(B):
+                            DY[b * Pu + u] = g * INV[u] * (DY[b * Pu + u] - k1 - k2 * (Z[b * Pu + u] - MB[u]))
+                    else:
+                        for b in range(B):
+                            DY[b * Pu + u] = DY[b * Pu + u] * g * INV[u]
             if l > 0:
                 for b in range(B):
                     db0 = b * Pu + boff[l - 1]

@@ -55,7 +55,7 @@ _SYNMETA_NORM = (
     "which is 0 for a single example, so every unit becomes (x - m) / sqrt(1e-5), about 316 (x - m), in "
     "training and at test. bimu's OnlineBatchNorm instead folds each example into running statistics "
     "that carry information: the paper's norm at batch size 1 is a defect that bimu does not copy. The "
-    "compatibility switch --set bn_statistics=equinox (torch engine) reproduces that norm.")
+    "compatibility switch --set bn_statistics=equinox reproduces that norm (both engines).")
 
 _SYNMETA_SIGN_ONE_TASK = (
     "partly: the paper's runs' batch norm, a gap in bimu's favour (88.40, seeds 0 and 1, against 71.40 ± "
