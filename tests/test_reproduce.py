@@ -82,9 +82,14 @@ def test_activation_quick_and_reuse(tmp_path):
     assert _quick("activation", tmp_path) == 0
     md, header, rows, tex = _tables(tmp_path, "activation")
     assert header[:4] == ["Method", "Activation", "Mean acc. last 5 tasks (%)", "Paper"]
-    assert len(rows) == 8
+    assert len(rows) == 10
     by = {(r[0], r[1]): r for r in rows}
     assert by[("BiMU", "RBG")][3] == "90.29 ± 0.24" and by[("MESU", "ReLU")][3] == "93.51 ± 0.18"
+    # the paper's runs' norm (compatibility rows) beside bimu's, against the same paper numbers
+    for act in ("Sign", "RBG"):
+        compat = by[("Syn. Meta.", f"{act}, paper's norm")]
+        assert compat[3] == by[("Syn. Meta.", act)][3] and compat[2] not in ("-", "n/a")
+    assert "bn_statistics=equinox" in md
     for name in ("MESU", "Syn. Meta."):  # every row is a run
         assert by[(name, "RBG")][2] not in ("-", "n/a")
     assert "not applicable" not in md
@@ -135,8 +140,10 @@ def test_full_scale_activation_shares_the_identical_memory_window_runs():
     assert rp.row_dir(opts, "activation", act["bimu-rbg"]) == rp.row_dir(opts, "memory-window", mw["bimu-N700"])
     assert "same runs as memory-window row bimu-N700" in act["bimu-rbg"].note
     assert act["mesu-rbg"].config.overrides == {"activation": "rbg"}
+    assert act["synaptic-metaplasticity-rbg-equinox"].config.overrides == {"activation": "rbg", "bn_statistics": "equinox"}
     for slug in ("bimu-sign", "bayesbinn-sign", "mesu-relu", "mesu-rbg", "synaptic-metaplasticity-sign",
-                 "synaptic-metaplasticity-rbg"):
+                 "synaptic-metaplasticity-rbg", "synaptic-metaplasticity-sign-equinox",
+                 "synaptic-metaplasticity-rbg-equinox"):
         assert act[slug].same_runs_as is None
         assert rp.row_dir(opts, "activation", act[slug]) == Path("repro/runs/full/activation") / slug
     quick = rp.Options(seeds=(0,), scale="quick")  # quick rows differ (example limits): nothing shared

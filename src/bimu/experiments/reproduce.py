@@ -268,7 +268,8 @@ def rows_memory_window(opts: Options) -> list[Row]:
 
 def rows_activation(opts: Options) -> list[Row]:
     """Sign (ReLU for MESU) vs RBG for BayesBiNN, BiMU, MESU, Syn. Meta. through each method's
-    ``activation`` hyperparameter."""
+    ``activation`` hyperparameter; then Syn. Meta. again with the norm of the paper's runs
+    (``bn_statistics=equinox``, the compatibility switch that explains its rows' gaps)."""
     rows = []
     for method, first in (("bayesbinn", "sign"), ("bimu", "sign"), ("mesu", "relu"), ("synaptic-metaplasticity", "sign")):
         for act in (first, "rbg"):
@@ -277,6 +278,14 @@ def rows_activation(opts: Options) -> list[Row]:
             cfg = base_config(opts, tasks_full=100, method=method, train_limit=100, test_limit=100,
                               overrides={"activation": act})
             rows.append(Row(label, f"{method}-{act}", cfg, paper))
+    method = "synaptic-metaplasticity"
+    for act in ("sign", "rbg"):
+        paper = dict(zip(("acc", "auc", "mmrr", "one_task"), PAPER_ACTIVATION[(method, act)]))
+        cfg = base_config(opts, tasks_full=100, method=method, train_limit=100, test_limit=100,
+                          overrides={"activation": act, "bn_statistics": "equinox"})
+        rows.append(Row([METHOD_NAMES[method], ("RBG" if act == "rbg" else "Sign") + ", paper's norm"],
+                        f"{method}-{act}-equinox", cfg, paper,
+                        note="bn_statistics=equinox: the batch norm of the paper's runs (compatibility switch)"))
     return share_runs(rows, "memory-window", rows_memory_window(opts))
 
 
