@@ -63,8 +63,9 @@ _SYNMETA_SIGN_ONE_TASK = (
     "--no-ood --method synaptic-metaplasticity --set bn_statistics=equinox) gives 66.72 ± 1.11. That is "
     "4.7 points (2.5 sd) below the paper instead of 17 above; the rest is open (the paper's runs do "
     "not record their latent-weight initialisation or Adam constants). With the scaled units, few "
-    "pre-activations fall inside the sign's straight-through window |x| <= 1, so most hidden weights "
-    "get no gradient.")
+    "pre-activations fall inside the sign's straight-through window |x| <= 1 (0.01% of hidden "
+    "pre-activations on 1,000 test images after 5,000 examples, seed 0, against 66% with bimu's norm), "
+    "so most hidden weights get no gradient.")
 
 _SYNMETA_RBG_ONE_TASK = (
     "cause found: the paper's runs' batch norm, a gap in bimu's favour (87.89, seeds 0 and 1, against "
