@@ -117,6 +117,7 @@ def sign_train(X, Y, n_steps, B, Wh, NP, RM, RV, mW, vW, mN, vN, sizes, woff, bo
         r0 = s * B
         # the share of this batch in the equinox statistics: the momentum, or all of it on the first batch
         share = mom if INIT[0] != 0 else as_like(1.0, one)
+        rest = as_like(1.0, one) - share
         # ---- forward, layer by layer over the batch (the norm's statistics take in the whole batch first)
         for l in range(L):
             n_in = sizes[l]
@@ -128,31 +129,24 @@ def sign_train(X, Y, n_steps, B, Wh, NP, RM, RV, mW, vW, mN, vN, sizes, woff, bo
                     Z[b * Pu + boff[l] + o] = sign_dot(Wh[w0:w0 + n_in], inp)
             for o in range(n_out):
                 u = boff[l] + o
-                if norm and eqx:
-                    mean = Z[u]
+                if norm:
+                    total = Z[u]
                     for b in range(1, B):
-                        mean += Z[b * Pu + u]
-                    mean = mean / fb
-                    var = (Z[u] - mean) * (Z[u] - mean)
-                    for b in range(1, B):
-                        var += (Z[b * Pu + u] - mean) * (Z[b * Pu + u] - mean)
-                    MB[u] = mean
-                    RM[u] = RM[u] * (as_like(1.0, one) - share) + share * mean
-                    RV[u] = RV[u] * (as_like(1.0, one) - share) + share * (var / fb)
-                    INV[u] = as_like(1.0, one) / math.sqrt(RV[u] + bn_eps)
-                    g = NP[2 * boff[l] + o]
-                    beta = NP[2 * boff[l] + n_out + o]
-                    for b in range(B):
-                        A[b * Pu + u] = (Z[b * Pu + u] - RM[u]) * INV[u] * g + beta
-                elif norm:
-                    mean = Z[u]
-                    for b in range(1, B):
-                        mean += Z[b * Pu + u]
-                    RM[u] = RM[u] * keep + mom * (mean / fb)
-                    var = (Z[u] - RM[u]) * (Z[u] - RM[u])
-                    for b in range(1, B):
-                        var += (Z[b * Pu + u] - RM[u]) * (Z[b * Pu + u] - RM[u])
-                    RV[u] = RV[u] * keep + mom * (var / fb)
+                        total += Z[b * Pu + u]
+                    if eqx:  # the batch's own mean and variance, folded in with its share
+                        mean = total / fb
+                        var = (Z[u] - mean) * (Z[u] - mean)
+                        for b in range(1, B):
+                            var += (Z[b * Pu + u] - mean) * (Z[b * Pu + u] - mean)
+                        MB[u] = mean
+                        RM[u] = RM[u] * rest + share * mean
+                        RV[u] = RV[u] * rest + share * (var / fb)
+                    else:  # the batch folded into the running mean, the variance taken about it
+                        RM[u] = RM[u] * keep + mom * (total / fb)
+                        var = (Z[u] - RM[u]) * (Z[u] - RM[u])
+                        for b in range(1, B):
+                            var += (Z[b * Pu + u] - RM[u]) * (Z[b * Pu + u] - RM[u])
+                        RV[u] = RV[u] * keep + mom * (var / fb)
                     INV[u] = as_like(1.0, one) / math.sqrt(RV[u] + bn_eps)
                     g = NP[2 * boff[l] + o]
                     beta = NP[2 * boff[l] + n_out + o]

@@ -270,22 +270,22 @@ def rows_activation(opts: Options) -> list[Row]:
     """Sign (ReLU for MESU) vs RBG for BayesBiNN, BiMU, MESU, Syn. Meta. through each method's
     ``activation`` hyperparameter; then Syn. Meta. again with the norm of the paper's runs
     (``bn_statistics=equinox``, the compatibility switch that explains its rows' gaps)."""
+    variants = [(method, act, False) for method, first in (("bayesbinn", "sign"), ("bimu", "sign"), ("mesu", "relu"),
+                                                           ("synaptic-metaplasticity", "sign"))
+                for act in (first, "rbg")]
+    variants += [("synaptic-metaplasticity", act, True) for act in ("sign", "rbg")]
     rows = []
-    for method, first in (("bayesbinn", "sign"), ("bimu", "sign"), ("mesu", "relu"), ("synaptic-metaplasticity", "sign")):
-        for act in (first, "rbg"):
-            paper = dict(zip(("acc", "auc", "mmrr", "one_task"), PAPER_ACTIVATION[(method, act)]))
-            label = [METHOD_NAMES[method], "ReLU" if act == "relu" else act.upper() if act == "rbg" else "Sign"]
-            cfg = base_config(opts, tasks_full=100, method=method, train_limit=100, test_limit=100,
-                              overrides={"activation": act})
-            rows.append(Row(label, f"{method}-{act}", cfg, paper))
-    method = "synaptic-metaplasticity"
-    for act in ("sign", "rbg"):
+    for method, act, paper_norm in variants:
         paper = dict(zip(("acc", "auc", "mmrr", "one_task"), PAPER_ACTIVATION[(method, act)]))
-        cfg = base_config(opts, tasks_full=100, method=method, train_limit=100, test_limit=100,
-                          overrides={"activation": act, "bn_statistics": "equinox"})
-        rows.append(Row([METHOD_NAMES[method], ("RBG" if act == "rbg" else "Sign") + ", paper's norm"],
-                        f"{method}-{act}-equinox", cfg, paper,
-                        note="bn_statistics=equinox: the batch norm of the paper's runs (compatibility switch)"))
+        label = [METHOD_NAMES[method], "ReLU" if act == "relu" else act.upper() if act == "rbg" else "Sign"]
+        overrides = {"activation": act}
+        if paper_norm:
+            label[1] += ", paper's norm"
+            overrides["bn_statistics"] = "equinox"
+        cfg = base_config(opts, tasks_full=100, method=method, train_limit=100, test_limit=100, overrides=overrides)
+        rows.append(Row(label, f"{method}-{act}" + ("-equinox" if paper_norm else ""), cfg, paper,
+                        note="bn_statistics=equinox: the batch norm of the paper's runs (compatibility switch)"
+                        if paper_norm else ""))
     return share_runs(rows, "memory-window", rows_memory_window(opts))
 
 
