@@ -378,12 +378,23 @@ def selected_rows(opts: Options, name: str, slugs: Sequence[str]) -> set[str]:
 
 
 def rows_note(opts: Options, slugs: Sequence[str]) -> list[str]:
-    """The table note saying which rows this command did not run (``--rows``)."""
+    """The table note saying which rows this command did not run (``--rows``).
+
+    >>> rows_note(Options(rows=["a"]), ["a", "b"])
+    ['--rows a: the row b was not run by this command (its completed runs, if any, are shown)']
+    >>> rows_note(Options(rows=["a"]), ["a", "b", "c"])[0][:50]
+    '--rows a: the rows b, c were not run by this comma'
+    >>> rows_note(Options(rows=["a", "b"]), ["a", "b"]), rows_note(Options(), ["a"])
+    ([], [])
+    """
     if opts.rows is None:
         return []
     skipped = [s for s in slugs if s not in opts.rows]
-    return [f"--rows {' '.join(opts.rows)}: the rows {', '.join(skipped)} were not run by this command "
-            "(their completed runs, if any, are shown)"] if skipped else []
+    if not skipped:
+        return []
+    what = f"the row {skipped[0]} was" if len(skipped) == 1 else f"the rows {', '.join(skipped)} were"
+    whose = "its" if len(skipped) == 1 else "their"
+    return [f"--rows {' '.join(opts.rows)}: {what} not run by this command ({whose} completed runs, if any, are shown)"]
 
 
 def run_rows(entry: Entry, opts: Options, log=None) -> tuple[list[Row], dict[str, list[dict]], int]:
