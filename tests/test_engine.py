@@ -172,10 +172,15 @@ def test_bayesbinn_update_and_task_end():
     assert m.memory_bytes() == 2 * m.lam.nbytes
 
 
-@pytest.mark.parametrize("batch", [1, 3])
-def test_bayesbinn_matches_torch_method_with_same_uniforms(batch):
+@pytest.mark.parametrize("batch,prior_direction,ratio_eps", [(1, "towards", 1e-10), (3, "towards", 1e-10),
+                                                             (1, "away", 1e-10), (3, "away", 1e-10),
+                                                             (1, "towards", 0.0), (3, "towards", 0.0),
+                                                             (1, "towards", 0.3), (3, "away", 0.3)])
+def test_bayesbinn_matches_torch_method_with_same_uniforms(batch, prior_direction, ratio_eps):
+    # ratio_eps = 0.3 makes the eps terms count while lambda is small
     X, Y = _data(36)
-    hp = dict(lr=0.05, prior_strength=0.5, lambda_init="uniform")
+    hp = dict(lr=0.05, prior_strength=0.5, lambda_init="uniform", prior_direction=prior_direction,
+              ratio_eps=ratio_eps)
     m = create_fused("bayesbinn", SIZES, 4, hp)
     t = BayesBiNNMethod(SIZES, seed=4, **BayesBiNNMethod.resolve_hyperparameters(hp))
     for a, p in zip(m.layer_lambdas(), t.model.parameters()):
@@ -192,7 +197,7 @@ def test_bayesbinn_matches_torch_method_with_same_uniforms(batch):
         y = torch.from_numpy(Y[j * batch:(j + 1) * batch])
         loss = mc_nll(forward_with_weights(t.model, x, ws), y) * (m.K / batch)
         for lam, g, d in zip(lams, torch.autograd.grad(loss, ws), deltas):
-            lam.grad = bayesbinn_mu_gradient(g, lam.detach(), d)
+            lam.grad = bayesbinn_mu_gradient(g, lam.detach(), d, ratio_eps=ratio_eps)
         t.optimizer.step()
         t.optimizer.zero_grad(set_to_none=True)
         if batch == 1:

@@ -41,6 +41,47 @@ def test_prior_term_pulls_towards_prior():
     assert lam.item() == pytest.approx(2.8)
 
 
+def test_prior_direction_away_is_the_paper_runs_sign():
+    # the paper's runs: lambda -= lr g - lr prior_strength (lambda - lambda_prior)
+    lam = torch.tensor([3.0, -1.0], dtype=torch.float64)
+    g, prior = torch.tensor([0.5, 0.0], dtype=torch.float64), torch.tensor([1.0, 1.0], dtype=torch.float64)
+    bayesbinn_update_(lam, g, lr=1.0, prior_strength=0.1, prior=prior, prior_direction="away")
+    assert lam.tolist() == pytest.approx([3.0 - 0.5 + 0.1 * 2.0, -1.0 + 0.1 * (-2.0)], abs=1e-12)
+    with pytest.raises(ValueError, match="prior_direction must be one of 'towards', 'away', got 'toward'"):
+        bayesbinn_update_(lam, g, lr=1.0, prior_strength=0.1, prior_direction="toward")
+    with pytest.raises(ValueError, match="prior_direction"):
+        BayesBiNN([torch.nn.Parameter(torch.zeros(1))], prior_direction="up")
+    # the direction is a hyperparameter of the group: it survives state_dict()
+    p = torch.nn.Parameter(torch.tensor([2.0]))
+    opt = BayesBiNN([p], lr=1.0, prior_strength=0.1, prior_direction="away")
+    q = torch.nn.Parameter(torch.tensor([2.0]))
+    opt2 = BayesBiNN([q], lr=1.0, prior_strength=0.1)
+    opt2.load_state_dict(opt.state_dict())
+    for o, t in ((opt, p), (opt2, q)):
+        t.grad = torch.zeros(1)
+        o.step()
+    assert p.item() == q.item() == pytest.approx(2.2)
+
+
+def test_ratio_eps_is_meng_et_al_regularised_ratio_and_plain_gradient_when_saturated():
+    lam = torch.tensor([0.4, -1.3], dtype=torch.float64)
+    delta = torch.tensor([[0.2, 0.5], [-1.0, 2.0]], dtype=torch.float64)
+    w, mu = torch.tanh(lam + delta), torch.tanh(lam)
+    expected = ((1 - w ** 2) + 0.25) / ((1 - mu ** 2) + 0.25)
+    assert torch.allclose(relaxation_jacobian_ratio(lam, delta, 1.0, 0.25), expected, rtol=1e-12)
+    assert torch.allclose(relaxation_jacobian_ratio(lam, delta, 0.5, 0.25),
+                          ((1 - torch.tanh((lam + delta) / 0.5) ** 2) + 0.25) / (0.5 * ((1 - mu ** 2) + 0.25)))
+    # float32, lambda = 20: both tanh round to 1, so the ratio is exactly 1 / T (a plain gradient step),
+    # while the exact ratio cosh^2(20) / cosh^2(20 + delta) is exp(-2 delta), up to ~1.6e7 for the
+    # smallest 23-bit uniform (delta = 0.5 log(2^-24 / (1 - 2^-24)))
+    sat = torch.tensor([20.0]), torch.tensor([[0.3], [-3.0], [-8.3]])
+    assert relaxation_jacobian_ratio(*sat, 1.0, 1e-10).tolist() == [[1.0], [1.0], [1.0]]
+    exact = relaxation_jacobian_ratio(*sat).flatten().tolist()
+    assert exact == pytest.approx([math.exp(-0.6), math.exp(6.0), math.exp(16.6)], rel=1e-3)
+    g = bayesbinn_mu_gradient(torch.tensor([[2.0], [-1.0], [4.0]]), *sat, ratio_eps=1e-10)
+    assert g.item() == pytest.approx((2.0 - 1.0 + 4.0) / 3)
+
+
 def test_jacobian_ratio_matches_naive_and_stays_finite():
     lam = torch.tensor([0.4, -1.3], dtype=torch.float64)
     delta = torch.tensor([[0.2, 0.5], [-1.0, 2.0]], dtype=torch.float64)

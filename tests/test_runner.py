@@ -171,6 +171,17 @@ def test_failing_seed_is_isolated_and_exit_code_nonzero(tmp_path):
     _, code3 = run_experiment(cfg.replace(seeds=[0], overrides={"memory_window": 5}), progress=False,
                               log=logs.append)
     assert code3 == 1 and any("different configuration" in s for s in logs)
+    # a run made before a hyperparameter existed (absent from its config.json) is the same run as
+    # that hyperparameter at its default: reused, not refused
+    cfg_file = RunDir(seed_dir(tmp_path, "fake-test", "bimu", 0)).file("config.json")
+    stored = json.loads(cfg_file.read_text())
+    removed = stored["resolved"]["hparams"].pop("memory_window")
+    cfg_file.write_text(json.dumps(stored))
+    res4, code4 = run_experiment(cfg.replace(seeds=[0]), progress=False, log=lambda s: None)
+    assert code4 == 0 and res4[0].get("skipped")
+    _, code5 = run_experiment(cfg.replace(seeds=[0], overrides={"memory_window": removed + 1}), progress=False,
+                              log=logs.append)
+    assert code5 == 1
 
 
 def test_engine_selection(monkeypatch):

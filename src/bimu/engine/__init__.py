@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bimu.engine.fused import BAYESBINN_PRIOR_SIGN, FusedBayesBiNN, FusedBiMU
+from bimu.engine.fused import FusedBayesBiNN, FusedBiMU
 from bimu.engine.fused_gaussian import FusedMESU
 from bimu.engine.fused_real import FusedOnlineEWC, FusedSGD, FusedSynapticIntelligence
 from bimu.engine.fused_sign import FusedSTE, FusedSynapticMetaplasticity
@@ -78,6 +78,6 @@ def create_fused(method_name: str, sizes: Sequence[int], seed: int = 0,
     return FUSED_METHODS[method_name](sizes, seed=seed, threads=threads, dtype=dtype, **hparams)
 
 
-__all__ = ["BAYESBINN_PRIOR_SIGN", "FUSED_METHODS", "FusedBayesBiNN", "FusedBiMU", "FusedMESU", "FusedOnlineEWC",
+__all__ = ["FUSED_METHODS", "FusedBayesBiNN", "FusedBiMU", "FusedMESU", "FusedOnlineEWC",
            "FusedSGD", "FusedSTE", "FusedSynapticIntelligence", "FusedSynapticMetaplasticity", "create_fused",
            "supports"]

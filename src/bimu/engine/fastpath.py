@@ -88,13 +88,20 @@ def row_step(lam, prior, W, G, e0, wb, kstride, n, K, c, inp, ioff, istride, hav
     if not have_g:
         for i in range(n):
             g_[i] = 0
+        # BayesBiNN's ratio_eps is added to each sample's 1 - w^2 (its own loop: BiMU's stays as it was)
+        geps = as_like(hp[1], one) if kind != KIND_BIMU else as_like(0.0, one)
         for k in range(K):
             ck = c[k]
             w_ = W[wb + k * kstride:wb + k * kstride + n]
             x_ = inp[ioff + k * istride:ioff + k * istride + n]
-            for i in range(n):
-                w = w_[i]
-                g_[i] += (ck * x_[i]) * (one - w * w)
+            if geps == 0:
+                for i in range(n):
+                    w = w_[i]
+                    g_[i] += (ck * x_[i]) * (one - w * w)
+            else:
+                for i in range(n):
+                    w = w_[i]
+                    g_[i] += (ck * x_[i]) * ((one - w * w) + geps)
     if update:
         if kind == KIND_BIMU:
             gbl = hp[0]
@@ -110,9 +117,10 @@ def row_step(lam, prior, W, G, e0, wb, kstride, n, K, c, inp, ioff, istride, hav
         else:
             lr = hp[0]
             cpr = hp[4]
+            beps = as_like(hp[1], one)
             p_ = prior[e0:e0 + n]
             for i in range(n):
-                ln = bayesbinn_lambda_step(lr_[i], g_[i], b_[i], lr, cpr, p_[i])
+                ln = bayesbinn_lambda_step(lr_[i], g_[i], b_[i], lr, cpr, p_[i], beps)
                 lr_[i] = ln
                 b_[i] = fexp(m2 * abs(ln))
     if not sample:

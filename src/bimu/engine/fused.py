@@ -29,6 +29,7 @@ from bimu.methods.base import SCORE_NAMES, Hyperparameter, MethodInfo, OnlineMet
 from bimu.methods.bayesbinn import BayesBiNNMethod
 from bimu.methods.bimu import BiMUMethod
 from bimu.nn.mlp import ACTIVATIONS, LAYER_NORM_EPS
+from bimu.optim.bayesbinn import prior_sign
 
 DTYPES = {"float32": np.float32, "float64": np.float64}
 """Working precisions of the engine's arrays."""
@@ -43,14 +44,6 @@ def check_threads(threads: int | None) -> int:
     if not 1 <= threads <= pool:
         raise ValueError(f"threads must lie in [1, {pool}], got {threads}")
     return threads
-
-BAYESBINN_PRIOR_SIGN = 1.0
-"""Sign ``s`` in the BayesBiNN update ``lambda -= lr * g_mu + s * lr * prior_strength * (lambda - prior)``.
-
-+1: the prior term pulls lambda towards the prior, as in Meng et al. (2020) and the torch method
-(:mod:`bimu.methods.bayesbinn`), which the engine reproduces.
-"""
-
 
 class _FusedBase(OnlineMethod):
     """Shared machinery of the fused methods (network, buffers, kernels, state)."""
@@ -331,11 +324,13 @@ class FusedBayesBiNN(_FusedBase):
     update as :class:`bimu.methods.bayesbinn.BayesBiNNMethod`.
 
     ``g_mu = mean_k dl(w_k)/dw_k (1 - w_k^2) / (T (1 - tanh^2 lambda))`` (``l`` the batch-mean NLL)
-    and ``lambda -= lr * (g_mu + prior_strength * (lambda - lambda_prior))`` (sign
-    :data:`BAYESBINN_PRIOR_SIGN`); lambda starts at 0 (``lambda_init="zero"``) or like the torch
-    method's ``"uniform"``; ``lambda_prior`` (initially 0) becomes the current lambda at each task
-    boundary (:meth:`task_end`). Where ``tanh`` saturates in float32 (``|lambda + delta| > ~9``) the
-    engine's ratio ``(1 - w^2) / (1 - tanh^2 lambda)`` is 0 while the torch method's log-cosh form is not.
+    and ``lambda -= lr * (g_mu + s * prior_strength * (lambda - lambda_prior))`` (``s`` from
+    ``prior_direction``: :func:`bimu.optim.bayesbinn.prior_sign`); lambda starts at 0
+    (``lambda_init="zero"``) or like the torch method's ``"uniform"``; ``lambda_prior`` (initially 0) becomes the current lambda at each task
+    boundary (:meth:`task_end`). With ``ratio_eps`` (default 1e-10) the ratio is
+    ``((1 - w^2) + eps) / ((1 - mu^2) + eps)`` on both paths; at ``ratio_eps = 0``, where ``tanh``
+    saturates in float32 (``|lambda + delta| > ~9``) the engine's ratio ``(1 - w^2) / (1 - tanh^2 lambda)``
+    is 0 while the torch method's log-cosh form is not.
     """
 
     info = BayesBiNNMethod.info
@@ -350,7 +345,8 @@ class FusedBayesBiNN(_FusedBase):
 
     def _hp_vector(self):
         hp = self.hparams
-        return [hp["lr"], 0.0, 0.0, 0.0, BAYESBINN_PRIOR_SIGN * hp["lr"] * hp["prior_strength"], 0.0,
+        cpr = prior_sign(hp["prior_direction"]) * hp["lr"] * hp["prior_strength"]
+        return [hp["lr"], hp["ratio_eps"], 0.0, 0.0, cpr, 0.0,
                 1.0 / hp["temperature"], hp["gate_width"], LAYER_NORM_EPS]
 
     def _build(self, generator):

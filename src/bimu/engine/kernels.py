@@ -415,17 +415,27 @@ def bimu_lambda_step(lo, g, b, gbl, two_bl, bkl, ilm, kln, pr0):
 
 
 @njit(inline="always", **_OPTS)
-def bayesbinn_lambda_step(lo, g, b, lr, cpr, p):
+def bayesbinn_lambda_step(lo, g, b, lr, cpr, p, eps):
     """One natural parameter's BayesBiNN step in the form of the fused row passes (``b = exp(-2|lambda|)``):
-    ``lambda - lr g / (1 - tanh^2 lambda) - cpr (lambda - p)`` with ``1 / (1 - tanh^2) = (1+b)^2 / (4b)``.
+    ``lambda - lr g / (1 - tanh^2 lambda) - cpr (lambda - p)`` with ``1 / (1 - tanh^2) = (1+b)^2 / (4b)``;
+    with ``eps > 0`` (``ratio_eps``; ``g`` then already carries the ``+ eps`` of each sample's
+    ``1 - w^2``) the denominator is ``(1 - mu * mu) + eps``, ``|mu| = (1 - b) / (1 + b)``, computed as
+    written in the type of ``lo`` (:func:`bimu.optim.bayesbinn.relaxation_jacobian_ratio`).
 
     >>> import math
     >>> ref = 0.3 - 0.1 * 0.05 / (1 - math.tanh(0.3) ** 2) - 1e-3 * (0.3 - 0.2)
-    >>> abs(bayesbinn_lambda_step(0.3, 0.05, math.exp(-0.6), 0.1, 1e-3, 0.2) - ref) < 1e-15
+    >>> abs(bayesbinn_lambda_step(0.3, 0.05, math.exp(-0.6), 0.1, 1e-3, 0.2, 0.0) - ref) < 1e-15
+    True
+    >>> ref = 0.3 - 0.1 * 0.05 / ((1 - math.tanh(0.3) ** 2) + 1e-3) - 1e-3 * (0.3 - 0.2)
+    >>> abs(bayesbinn_lambda_step(0.3, 0.05, math.exp(-0.6), 0.1, 1e-3, 0.2, 1e-3) - ref) < 1e-15
     True
     """
-    d1 = as_like(1.0, lo) + b
-    return lo - lr * ((g * (d1 * d1)) / (as_like(4.0, lo) * b)) - cpr * (lo - p)
+    one = as_like(1.0, lo)
+    if eps == 0:
+        d1 = one + b
+        return lo - lr * ((g * (d1 * d1)) / (as_like(4.0, lo) * b)) - cpr * (lo - p)
+    t = (one - b) / (one + b)
+    return lo - lr * (g / ((one - t * t) + eps)) - cpr * (lo - p)
 
 
 @njit(inline="always", **_OPTS)
@@ -486,6 +496,8 @@ def train_steps(X, Y, n_steps, B, lam, prior, W, sizes, poff, cfg, hp, key, step
     one = as_like(1.0, lam[0])
     m2 = as_like(-2.0, lam[0])
     four = as_like(4.0, lam[0])
+    # BayesBiNN's ratio_eps, added to each sample's 1 - w^2 (0 for BiMU: adding it leaves the same bits)
+    geps = as_like(hp[1], one) if kind != KIND_BIMU else as_like(0.0, one)
     hoff = np.zeros(L + 1, dtype=np.int64)
     maxw = 0
     for l in range(L):
@@ -594,12 +606,12 @@ def train_steps(X, Y, n_steps, B, lam, prior, W, sizes, poff, cfg, hp, key, step
                         if l == 0:
                             for i in range(n_in):
                                 w = W[wo + i]
-                                G[e0 + i] += (c * Xf[xrow + i]) * (one - w * w)
+                                G[e0 + i] += (c * Xf[xrow + i]) * ((one - w * w) + geps)
                         else:
                             ab = hoff[l - 1] + k * n_in
                             for i in range(n_in):
                                 w = W[wo + i]
-                                G[e0 + i] += (c * A[ab + i]) * (one - w * w)
+                                G[e0 + i] += (c * A[ab + i]) * ((one - w * w) + geps)
                     else:
                         for i in range(n_in):
                             T[e0 + i] = 0
@@ -615,7 +627,7 @@ def train_steps(X, Y, n_steps, B, lam, prior, W, sizes, poff, cfg, hp, key, step
                                     T[e0 + i] += c * A[ab + i]
                         for i in range(n_in):
                             w = W[wo + i]
-                            G[e0 + i] += T[e0 + i] * (one - w * w)
+                            G[e0 + i] += T[e0 + i] * ((one - w * w) + geps)
         nonzero = False
         for e in range(P):
             if G[e] != 0:
@@ -662,8 +674,12 @@ def train_steps(X, Y, n_steps, B, lam, prior, W, sizes, poff, cfg, hp, key, step
                             e = e0 + i
                             lo = lam[e]
                             b = fexp(m2 * abs(lo))
-                            rr = one / (one + b)
-                            var = (four * b) * (rr * rr)
+                            if geps == 0:
+                                rr = one / (one + b)
+                                var = (four * b) * (rr * rr)
+                            else:  # ratio_eps: (1 - mu * mu) + eps as written (see bayesbinn_lambda_step)
+                                t = (one - b) / (one + b)
+                                var = (one - t * t) + geps
                             ln = lo - lr * (G[e] / var) - cpr * (lo - prior[e])
                             lam[e] = ln
                             G[e] = fexp(m2 * abs(ln))

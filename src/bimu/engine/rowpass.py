@@ -79,6 +79,7 @@ def _row_pass_template(lam, prior, W, BT, DZ, n_out, r0, r1, D, kstride, x, xn, 
     h3 = hp[3]
     h4 = hp[4]
     h5 = hp[5]
+    geps = as_like(h1, one)  # BayesBiNN's ratio_eps (used by kind 1 only)
     P = lam.shape[0]
     x_ = x[:D]
     xn_ = xn[:D]
@@ -109,8 +110,8 @@ def _row_pass_template(lam, prior, W, BT, DZ, n_out, r0, r1, D, kstride, x, xn, 
                 g = zero
                 for k in range(K):
                     w = W[np.uint64(k * kstride + e0) + np.uint64(i)]
-                    g += (c[k] * xi) * (one - w * w)
-                lo = bayesbinn_lambda_step(lo, g, b, h0, h4, p_[i])
+                    g += (c[k] * xi) * ((one - w * w) + geps)
+                lo = bayesbinn_lambda_step(lo, g, b, h0, h4, p_[i], geps)
                 lr_[i] = lo
                 b_[i] = fexp(m2 * abs(lo))
         rlo, rhi = _row_key(key, step, P, e0)

@@ -22,7 +22,7 @@ import math
 import sys
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -441,7 +441,8 @@ def run_seed(config: RunConfig, seed: int, *, progress: bool | None = None, log=
         skip = ("resolved", "preset", "overrides", *_non_semantic())
         old_sem = {k: v for k, v in old.items() if k not in skip}
         new_sem = {k: v for k, v in _roundtrip(resolved).items() if k not in skip}
-        if old_sem != new_sem or old.get("resolved", {}).get("hparams") != _roundtrip(hparams):
+        if old_sem != new_sem or not same_hparams(old.get("resolved", {}).get("hparams"), _roundtrip(hparams),
+                                                  method.hyperparameters):
             diff = sorted(k for k in set(old_sem) | set(new_sem) if old_sem.get(k) != new_sem.get(k))
             raise ValueError(f"{rd.path} holds a run with a different configuration (differs in {diff or ['hparams']}); "
                              "use another --out or remove that directory")
@@ -479,6 +480,31 @@ def _run_locked(config, seed, rd, bench, method, engine, learner, resolved, pres
     result["summary"] = summary
     result["run_dir"] = str(rd.path)
     return result
+
+
+def same_hparams(old: Any, new: Mapping[str, Any], declared: Mapping[str, Any]) -> bool:
+    """Whether a run directory's stored hyperparameters ``old`` describe the same run as ``new``: equal,
+    or equal once every hyperparameter the run predates (declared, in ``new``, absent from ``old``) is
+    taken at the value runs had before it existed (:attr:`~bimu.methods.base.Hyperparameter.value_before`:
+    its default unless declared otherwise), so runs made before it was added are reused where they are
+    the same run and refused where they are not.
+
+    >>> from bimu.methods.bayesbinn import BayesBiNNMethod
+    >>> decl = BayesBiNNMethod.hyperparameters
+    >>> same_hparams({"lr": 0.77}, {"lr": 0.77, "prior_direction": "towards"}, decl)
+    True
+    >>> same_hparams({"lr": 0.77}, {"lr": 0.77, "prior_direction": "away"}, decl)
+    False
+    >>> same_hparams({"lr": 0.5}, {"lr": 0.77}, decl), same_hparams(None, {"lr": 0.77}, decl)
+    (False, False)
+    """
+    if not isinstance(old, Mapping):
+        return False
+    filled = dict(old)
+    for name in new:
+        if name not in filled and name in declared:
+            filled[name] = _roundtrip(declared[name].value_before)
+    return filled == dict(new)
 
 
 def _non_semantic():

@@ -49,6 +49,19 @@ class Hyperparameter:
     check: Callable[[Any], bool] | None = None
     requirement: str = ""
     choices: tuple | None = None
+    before: Any = ...
+    """The value that runs made before this hyperparameter existed had (``...``: ``default``, the usual
+    case: a hyperparameter is added with a default that keeps the old behaviour). Run directories that
+    predate it are reused only where the run asks for this value."""
+
+    @property
+    def value_before(self) -> Any:
+        """:attr:`before`, or ``default`` when that is ``...``.
+
+        >>> Hyperparameter("a", float, 1e-10, "").value_before, Hyperparameter("a", float, 1e-10, "", before=0.0).value_before
+        (1e-10, 0.0)
+        """
+        return self.default if self.before is ... else self.before
 
     def validate(self, value: Any) -> Any:
         """Coerce ``value`` to the declared type and check it; ValueError names the parameter."""

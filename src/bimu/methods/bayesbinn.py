@@ -5,9 +5,16 @@ Per update (see :mod:`bimu.optim.bayesbinn` for the derivation):
 1. for every layer draw ``K`` relaxed weights ``w_k = tanh((lambda + delta_k)/T)``,
    ``delta_k = 0.5 log(u_k / (1 - u_k))`` (one sample per MC draw shared by the batch);
 2. ``l(w_k)`` = the batch-mean negative log-likelihood under sample ``k``; autograd gives ``dl/dw_k``;
-3. ``g_mu = mean_k dl/dw_k (1 - w_k^2) / (T (1 - tanh^2 lambda))`` (the mu-gradient estimator; equal
-   to the gradient of ``mean_k l(w_k)`` w.r.t. ``mu = tanh(lambda)``);
+3. ``g_mu = mean_k dl/dw_k ((1 - w_k^2) + eps) / (T ((1 - tanh^2 lambda) + eps))`` (the mu-gradient
+   estimator, with Meng et al.'s ``eps = ratio_eps = 1e-10``; at ``eps = 0`` it is the gradient of
+   ``mean_k l(w_k)`` w.r.t. ``mu = tanh(lambda)``, whose variance is unbounded once ``lambda``
+   saturates: :mod:`bimu.optim.bayesbinn`);
 4. ``lambda <- lambda - lr (g_mu + prior_strength (lambda - lambda_prior))``.
+
+``prior_direction="away"`` flips the sign of the prior term, as the paper's runs did (a compatibility
+switch: :mod:`bimu.optim.bayesbinn`); it moves the single-task accuracies towards the paper's (one
+task, seeds 0 and 1: RBG 92.27 instead of 91.39, paper 93.22 ± 0.09; sign 90.08 instead of 89.40,
+paper 90.27 ± 0.32).
 
 At every task end ``lambda_prior <- lambda`` (so it needs task boundaries). ``lambda`` starts at 0
 (``lambda_init="zero"``, as run for the paper) and ``lambda_prior`` at 0. Prediction uses hard
@@ -35,7 +42,7 @@ from bimu.methods.footprint import nested_tensor_bytes
 from bimu.nn.activations import hidden_activation
 from bimu.nn.bernoulli import relaxed_noise
 from bimu.nn.mlp import BinaryBayesianMLP, layer_norm
-from bimu.optim.bayesbinn import BayesBiNN, bayesbinn_mu_gradient
+from bimu.optim.bayesbinn import PRIOR_DIRECTIONS, BayesBiNN, bayesbinn_mu_gradient
 
 
 def forward_with_weights(model: BinaryBayesianMLP, x: torch.Tensor, weights: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -70,6 +77,12 @@ class BayesBiNNMethod(OnlineMethod):
     hyperparameters = hyperparameter_table(
         positive("lr", float, 0.77, "alpha N: learning rate of the natural parameters"),
         non_negative("prior_strength", float, 1.25e-5, "1/N: pull towards lambda_prior"),
+        Hyperparameter("prior_direction", str, "towards", "sign of the prior term: 'towards' lambda_prior "
+                       "(Meng et al.) or 'away' from it (compatibility: the paper's runs' sign)",
+                       choices=tuple(PRIOR_DIRECTIONS)),
+        Hyperparameter("ratio_eps", float, 1e-10, "eps of the mu-gradient ratio ((1 - w^2) + eps) / (T ((1 - "
+                       "tanh^2 lambda) + eps)), as in Meng et al.'s code; 0: the exact ratio (heavy-tailed once "
+                       "lambda saturates)", check=lambda v: v >= 0, requirement=">= 0", before=0.0),
         *BINARY_BAYESIAN_MLP_HYPERPARAMETERS,
         Hyperparameter("lambda_init", str, "zero", "initial lambda: 'zero' (as run) or 'uniform' "
                        "(U(+-1/sqrt(fan_in)), like BiMU)", choices=("zero", "uniform")),
@@ -95,7 +108,8 @@ class BayesBiNNMethod(OnlineMethod):
             else:
                 with torch.no_grad():
                     layer.lam.zero_()
-        self.optimizer = BayesBiNN(self.model.parameters(), lr=hp["lr"], prior_strength=hp["prior_strength"])
+        self.optimizer = BayesBiNN(self.model.parameters(), lr=hp["lr"], prior_strength=hp["prior_strength"],
+                                   prior_direction=hp["prior_direction"])
 
     def learn(self, x: torch.Tensor, y: torch.Tensor) -> None:
         """Relaxed forward, dL/dw by autograd, mu-gradient estimator, BayesBiNN step."""
@@ -113,7 +127,7 @@ class BayesBiNNMethod(OnlineMethod):
         loss = mc_nll(forward_with_weights(self.model, x, weights), y) * (k / x.shape[0])
         grads_w = torch.autograd.grad(loss, weights)
         for lam, g, delta in zip(lams, grads_w, deltas):
-            lam.grad = bayesbinn_mu_gradient(g, lam.detach(), delta, temp)
+            lam.grad = bayesbinn_mu_gradient(g, lam.detach(), delta, temp, self.hparams["ratio_eps"])
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.examples_seen += int(x.shape[0])

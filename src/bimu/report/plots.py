@@ -145,7 +145,7 @@ def plot_probability_histograms(panels: dict, path: str | os.PathLike, title: st
     rows = (n + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.2 * rows), squeeze=False)
     for ax, (label, lam) in zip(axes.ravel(), panels.items()):
-        p = 1.0 / (1.0 + np.exp(-2.0 * np.asarray(lam, dtype=np.float64)))
+        p = 0.5 * (1.0 + np.tanh(np.asarray(lam, dtype=np.float64)))  # sigmoid(2 lambda), no overflow
         ax.hist(p, bins=bins, range=(0.0, 1.0), color="C0")
         ax.set_title(label)
         ax.set_xlabel("p = sigmoid(2 lambda)")
