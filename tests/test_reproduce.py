@@ -68,11 +68,13 @@ def test_memory_window_quick_and_reuse(tmp_path):
     assert _quick("memory-window", tmp_path) == 0
     md, header, rows, tex = _tables(tmp_path, "memory-window")
     assert header[:3] == ["Memory window N", "Mean acc. last 5 tasks (%)", "Paper"]
-    assert [r[0] for r in rows] == ["100", "700", "BayesBiNN"]
-    assert rows[1][2] == "90.29 ± 0.24" and rows[2][2] == "67.91 ± 0.96"
+    assert [r[0] for r in rows] == ["100", "700", "BayesBiNN", "BayesBiNN, paper's prior sign",
+                                    "BayesBiNN, exact ratio"]
+    assert rows[1][2] == "90.29 ± 0.24" and all(r[2] == "67.91 ± 0.96" for r in rows[2:])
     assert all(r[1] not in ("-", "n/a") for r in rows)
+    assert "prior_direction=away" in md and "ratio_eps=0" in md
     before = _run_files(tmp_path)
-    assert sum(p.endswith("summary.json") for p in before) == 3
+    assert sum(p.endswith("summary.json") for p in before) == 5
     assert _quick("memory-window", tmp_path) == 0
     assert _run_files(tmp_path) == before  # completed runs reused, not retrained
 
@@ -114,7 +116,9 @@ def test_pmnist_1000_quick_and_reuse(tmp_path):
 def test_full_scale_configs_follow_the_paper():
     opts = rp.Options(seeds=(0, 1, 2, 3, 4))
     mw = rp.rows_memory_window(opts)
-    assert [r.config.overrides.get("memory_window") for r in mw[:-1]] == [100, 400, 700, 1000, 1300, 1600, 1900, 100000]
+    assert [r.config.overrides.get("memory_window") for r in mw[:-3]] == [100, 400, 700, 1000, 1300, 1600, 1900, 100000]
+    assert [(r.slug, r.config.overrides) for r in mw[-3:]] == [
+        ("bayesbinn", {}), ("bayesbinn-away", {"prior_direction": "away"}), ("bayesbinn-exact-ratio", {"ratio_eps": 0.0})]
     assert all(r.config.tasks == 100 and r.config.train_limit is None and r.config.seeds == opts.seeds for r in mw)
     t1 = rp.rows_pmnist_1000(opts)
     assert [r.config.method for r in t1] == list(rp.PAPER_METHOD_ORDER)

@@ -261,9 +261,22 @@ def rows_memory_window(opts: Options) -> list[Row]:
     rows = [Row([_fmt_n(n)], f"bimu-N{n}", base_config(opts, tasks_full=100, method="bimu",
                                                          overrides={"memory_window": n}),
                 dict(zip(("acc", "auc", "mmrr"), PAPER_MEMORY_WINDOW[n]))) for n in ns]
-    rows.append(Row(["BayesBiNN"], "bayesbinn", base_config(opts, tasks_full=100, method="bayesbinn"),
-                    dict(zip(("acc", "auc", "mmrr"), PAPER_MEMORY_WINDOW["bayesbinn"]))))
+    paper = dict(zip(("acc", "auc", "mmrr"), PAPER_MEMORY_WINDOW["bayesbinn"]))
+    for label, slug, overrides, note in BAYESBINN_VARIANTS:
+        rows.append(Row([label], slug, base_config(opts, tasks_full=100, method="bayesbinn", overrides=overrides),
+                        paper, note=note))
     return rows
+
+
+BAYESBINN_VARIANTS = (
+    ("BayesBiNN", "bayesbinn", {}, ""),
+    ("BayesBiNN, paper's prior sign", "bayesbinn-away", {"prior_direction": "away"},
+     "prior_direction=away: the sign of the prior term in the paper's runs (compatibility switch)"),
+    ("BayesBiNN, exact ratio", "bayesbinn-exact-ratio", {"ratio_eps": 0.0},
+     "ratio_eps=0: the exact mu-gradient ratio, without Meng et al.'s eps (bimu's BayesBiNN before 0424c67)"),
+)
+"""The memory-window table's BayesBiNN rows: ``(label, slug, overrides, note)``; all against the paper's
+BayesBiNN numbers."""
 
 
 def rows_activation(opts: Options) -> list[Row]:
