@@ -243,7 +243,7 @@ def test_dry_run_lists_runs_states_and_estimates_without_training(tmp_path, caps
     rd.write_metrics([{"task": t, "acc": 0.9, "train_seconds": 20.0, "eval_seconds": 1.0, "steps_per_s": 3000.0}
                       for t in range(40)])
     runs = {(r["row"], r["seed"]): r for r in rp.plan("memory-window", opts)}
-    assert len(runs) == 18
+    assert len(runs) == 22  # 8 BiMU rows and 3 BayesBiNN rows, 2 seeds each
     assert runs[("bimu-N100", 0)]["state"] == "stopped" and runs[("bimu-N100", 0)]["seconds_left"] == 60 * 21.0
     # not started: estimated from the started BiMU run (same benchmark and widths), 100 tasks x 21 s
     assert runs[("bimu-N700", 1)]["state"] == "to run" and runs[("bimu-N700", 1)]["seconds_left"] == 2100.0
