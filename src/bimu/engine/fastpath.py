@@ -88,20 +88,15 @@ def row_step(lam, prior, W, G, e0, wb, kstride, n, K, c, inp, ioff, istride, hav
     if not have_g:
         for i in range(n):
             g_[i] = 0
-        # BayesBiNN's ratio_eps is added to each sample's 1 - w^2 (its own loop: BiMU's stays as it was)
+        # BayesBiNN's ratio_eps is added to each sample's 1 - w^2 (0 for BiMU: adding it leaves the same bits)
         geps = as_like(hp[1], one) if kind != KIND_BIMU else as_like(0.0, one)
         for k in range(K):
             ck = c[k]
             w_ = W[wb + k * kstride:wb + k * kstride + n]
             x_ = inp[ioff + k * istride:ioff + k * istride + n]
-            if geps == 0:
-                for i in range(n):
-                    w = w_[i]
-                    g_[i] += (ck * x_[i]) * (one - w * w)
-            else:
-                for i in range(n):
-                    w = w_[i]
-                    g_[i] += (ck * x_[i]) * ((one - w * w) + geps)
+            for i in range(n):
+                w = w_[i]
+                g_[i] += (ck * x_[i]) * ((one - w * w) + geps)
     if update:
         if kind == KIND_BIMU:
             gbl = hp[0]

@@ -326,8 +326,8 @@ class FusedBayesBiNN(_FusedBase):
     ``g_mu = mean_k dl(w_k)/dw_k (1 - w_k^2) / (T (1 - tanh^2 lambda))`` (``l`` the batch-mean NLL)
     and ``lambda -= lr * (g_mu + s * prior_strength * (lambda - lambda_prior))`` (``s`` from
     ``prior_direction``: :func:`bimu.optim.bayesbinn.prior_sign`); lambda starts at 0
-    (``lambda_init="zero"``) or like the torch method's ``"uniform"``; ``lambda_prior`` (initially 0) becomes the current lambda at each task
-    boundary (:meth:`task_end`). With ``ratio_eps`` (default 1e-10) the ratio is
+    (``lambda_init="zero"``) or like the torch method's ``"uniform"``; ``lambda_prior`` (initially 0)
+    becomes the current lambda at each task boundary (:meth:`task_end`). With ``ratio_eps`` (default 1e-10) the ratio is
     ``((1 - w^2) + eps) / ((1 - mu^2) + eps)`` on both paths; at ``ratio_eps = 0``, where ``tanh``
     saturates in float32 (``|lambda + delta| > ~9``) the engine's ratio ``(1 - w^2) / (1 - tanh^2 lambda)``
     is 0 while the torch method's log-cosh form is not.

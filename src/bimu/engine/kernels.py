@@ -677,10 +677,9 @@ def train_steps(X, Y, n_steps, B, lam, prior, W, sizes, poff, cfg, hp, key, step
                             if geps == 0:
                                 rr = one / (one + b)
                                 var = (four * b) * (rr * rr)
-                            else:  # ratio_eps: (1 - mu * mu) + eps as written (see bayesbinn_lambda_step)
-                                t = (one - b) / (one + b)
-                                var = (one - t * t) + geps
-                            ln = lo - lr * (G[e] / var) - cpr * (lo - prior[e])
+                                ln = lo - lr * (G[e] / var) - cpr * (lo - prior[e])
+                            else:
+                                ln = bayesbinn_lambda_step(lo, G[e], b, lr, cpr, prior[e], geps)
                             lam[e] = ln
                             G[e] = fexp(m2 * abs(ln))
                 else:

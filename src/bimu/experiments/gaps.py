@@ -81,7 +81,7 @@ _BAYESBINN_EXACT_RATIO = (
     "lambda) = cosh^2(lambda) / cosh^2(lambda + delta). Once |lambda| is large this is about (1 - u) / u "
     "for the uniform u behind delta: median 1, but rare draws reach 1e7, and each such draw moves lambda by "
     "up to 1e7 lr |dL/dw| in the direction of the current example's gradient. With this row's ratio_eps=0, "
-    "the 100-task stream ends with median |lambda| 16 and max 135,000 (seed 0, task 48), and even "
+    "median |lambda| is 16 and max |lambda| 135,000 by task 48 (seed 0), and even "
     "the task just trained is at chance from task 32 on (91.5% after task 1, 70.1% after task 26). Meng et "
     "al.'s code adds eps = 1e-10 to both sides of the ratio, so that a weight whose tanh rounds to +-1 "
     "takes a plain gradient step; the paper's code must have had some such guard, since the ratio as "

@@ -253,6 +253,17 @@ def _fmt_n(n) -> str:
     return f"{n:,}".replace(",", " ") if isinstance(n, int) else str(n)
 
 
+BAYESBINN_VARIANTS = (
+    ("BayesBiNN", "bayesbinn", {}, ""),
+    ("BayesBiNN, paper's prior sign", "bayesbinn-away", {"prior_direction": "away"},
+     "prior_direction=away: the sign of the prior term in the paper's runs (compatibility switch)"),
+    ("BayesBiNN, exact ratio", "bayesbinn-exact-ratio", {"ratio_eps": 0.0},
+     "ratio_eps=0: the exact mu-gradient ratio, without Meng et al.'s eps (bimu's BayesBiNN before 0424c67)"),
+)
+"""The memory-window table's BayesBiNN rows: ``(label, slug, overrides, note)``; all against the paper's
+BayesBiNN numbers."""
+
+
 def rows_memory_window(opts: Options) -> list[Row]:
     """BiMU with each memory window N of the paper (quick: two of them), then BayesBiNN."""
     ns = [n for n in PAPER_MEMORY_WINDOW if isinstance(n, int)]
@@ -266,17 +277,6 @@ def rows_memory_window(opts: Options) -> list[Row]:
         rows.append(Row([label], slug, base_config(opts, tasks_full=100, method="bayesbinn", overrides=overrides),
                         paper, note=note))
     return rows
-
-
-BAYESBINN_VARIANTS = (
-    ("BayesBiNN", "bayesbinn", {}, ""),
-    ("BayesBiNN, paper's prior sign", "bayesbinn-away", {"prior_direction": "away"},
-     "prior_direction=away: the sign of the prior term in the paper's runs (compatibility switch)"),
-    ("BayesBiNN, exact ratio", "bayesbinn-exact-ratio", {"ratio_eps": 0.0},
-     "ratio_eps=0: the exact mu-gradient ratio, without Meng et al.'s eps (bimu's BayesBiNN before 0424c67)"),
-)
-"""The memory-window table's BayesBiNN rows: ``(label, slug, overrides, note)``; all against the paper's
-BayesBiNN numbers."""
 
 
 def rows_activation(opts: Options) -> list[Row]:
