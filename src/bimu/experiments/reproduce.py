@@ -297,7 +297,8 @@ def rows_activation(opts: Options) -> list[Row]:
             overrides["bn_statistics"] = "equinox"
         cfg = base_config(opts, tasks_full=100, method=method, train_limit=100, test_limit=100, overrides=overrides)
         rows.append(Row(label, f"{method}-{act}" + ("-equinox" if paper_norm else ""), cfg, paper,
-                        note="bn_statistics=equinox: the batch norm of the paper's runs (compatibility switch)"
+                        note="\"paper's norm\": bn_statistics=equinox, the batch norm of the paper's runs "
+                        "(compatibility switch)"
                         if paper_norm else ""))
     return share_runs(rows, "memory-window", rows_memory_window(opts))
 
@@ -504,7 +505,7 @@ def run_table(entry: Entry, opts: Options, rows: Sequence[Row], summaries: dict[
             cells.append(row.paper.get(q, "-"))
         cells.append("n/a" if row.config is None else (",".join(str(s.get("seed")) for s in summ) or "-"))
         out_rows.append(cells)
-        if row.note:
+        if row.note and row.note not in notes:  # rows that share a note (a switch's rows) state it once
             notes.append(row.note)
     standins = sorted({r.config.benchmark for r in rows if r.config is not None and is_standin(r.config.benchmark)})
     for b in standins:
