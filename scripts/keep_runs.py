@@ -9,29 +9,28 @@ force-added at the end of a sitting (``git add -f``) and resumed by the next one
 (see ``results/reproduce-full/runs/README.md``).
 """
 
-import json
 import shutil
 import sys
 from pathlib import Path
+
+from bimu.experiments.rundir import CHECKPOINT, SUMMARY, RunDir, find_run_dirs
 
 
 def keep(src: Path, dst: Path, partial: bool) -> list[str]:
     """Copy the runs of ``src`` into ``dst``; return one line per copied run."""
     lines = []
-    for cfg in sorted((src / "runs").rglob("config.json")):
-        d = cfg.parent
-        summary = d / "summary.json"
-        done = summary.is_file() and json.loads(summary.read_text()).get("complete")
-        if not done and not (partial and (d / "checkpoint.pt").is_file()):
+    for d in find_run_dirs([src / "runs"]):
+        rd = RunDir(d)
+        done = rd.exists(SUMMARY) and rd.read_json(SUMMARY).get("complete")
+        if not done and not (partial and rd.exists(CHECKPOINT)):
             continue
         target = dst / d.relative_to(src)
         target.mkdir(parents=True, exist_ok=True)
-        for f in d.iterdir():
-            skip = f.name == ".lock" or f.name.startswith(".") or (done and f.name == "checkpoint.pt")
-            if f.is_file() and not skip:
+        for f in d.iterdir():  # dot files: the lock and atomic writes in flight
+            if f.is_file() and not f.name.startswith(".") and not (done and f.name == CHECKPOINT):
                 shutil.copy2(f, target / f.name)
         if done:
-            (target / "checkpoint.pt").unlink(missing_ok=True)
+            (target / CHECKPOINT).unlink(missing_ok=True)
         lines.append(("finished " if done else "partial  ") + str(target))
     return lines
 
