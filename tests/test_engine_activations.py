@@ -92,6 +92,9 @@ def test_dot_order_benchmark_runs_and_reports_its_ratio(capsys):
     packed = re.search(r"dot8 \(engine\)\s+[\d.]+ us\s+[\d.]+x the reassoc loop's time  \((\d+) packed / \d+ scalar", out)
     assert packed and int(packed.group(1)) > 0  # the vector accumulator compiled to packed arithmetic
     assert re.search(r"dot8 is [\d.]+x as fast as its scalar form \(same bits, checked\)", out)
+    assert re.search(r"dot4x2 reassoc \(before\)\s+[\d.]+ us\s+1\.00x", out)
+    assert re.search(r"dot4x2 \(engine\)\s+[\d.]+ us\s+[\d.]+x the reassoc kernel's time", out)
+    assert "dot4x2 gives dot8's bits for all 3,200 sums (checked)" in out
 
 
 def _compiled_functions():
@@ -127,3 +130,30 @@ def test_every_compiled_function_sets_its_own_fast_math_flags():
     unset = [name for name, fn in functions.items()
              if fn.targetoptions.get("inline") != "always" and "fastmath" not in fn.targetoptions]
     assert unset == []
+
+
+def test_evaluation_kernel_has_dot8_bits_in_every_slot():
+    """dot4x2 (two weight rows by four inputs, the first layer of evaluation) gives each of its eight
+    sums the bits of dot8 for that row and input, for lengths with and without a tail and both dtypes,
+    so an example's logits do not depend on its slot, on the compile history or on the vector width."""
+    rng = np.random.default_rng(11)
+    for dtype in (np.float32, np.float64):
+        for n in (0, 5, 8, 13, 784):
+            w = rng.standard_normal((2, n)).astype(dtype)
+            x = rng.standard_normal((4, n)).astype(dtype)
+            out = np.full(8, np.nan, dtype)
+            kernels.dot4x2(w[0], w[1], x[0], x[1], x[2], x[3], out)
+            want = [kernels.dot8(w[j], 0, x[r], 0, n) for r in range(4) for j in range(2)]
+            assert out.tolist() == [float(v) for v in want], (dtype, n)
+    with pytest.raises(ValueError, match="rows of one length"):
+        kernels.dot4x2(w[0], w[1][:3], x[0], x[1], x[2], x[3], out)
+
+
+def test_reassociation_is_left_only_in_the_generated_sampling_loop():
+    """No compiled function lets the vectoriser reorder a sum (``reassoc``) except the generated per-K
+    sampling loop; the evaluation kernel dot4x2 used to (its order is now written out)."""
+    functions = _compiled_functions()
+    reassoc = sorted(name for name, fn in functions.items()
+                     if "reassoc" in (fn.targetoptions.get("fastmath") or ()))
+    assert all(name.endswith(".sample_row") for name in reassoc), reassoc
+    assert "bimu.engine.kernels.dot4x2" in functions

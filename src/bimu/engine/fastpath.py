@@ -26,9 +26,10 @@ organised for speed:
 
 Evaluation (:func:`hard_forward`): the K hard weight sets are drawn once per call
 (:func:`bimu.engine.kernels.sample_weights`) and the first layer is computed by a register-blocked
-kernel (:func:`dot4x2`: four examples by two weight rows) on a batch padded to a multiple of four;
-each pair of weight rows is loaded once per block of :data:`EVAL_BLOCK` examples. An example's result
-does not depend on its batch.
+kernel (:func:`bimu.engine.kernels.dot4x2`: four examples by two weight rows, each sum with the bits
+of :func:`bimu.engine.kernels.dot8`) on a batch padded to a multiple of four; each pair of weight rows
+is loaded once per block of :data:`EVAL_BLOCK` examples. An example's result does not depend on its
+batch, on the compile history or on the machine's vector width.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from bimu.engine.kernels import (
     as_like,
     bayesbinn_lambda_step,
     bimu_lambda_step,
+    dot4x2,
     fexp,
     ln_backward,
 )
@@ -333,51 +335,13 @@ def make_scratch(sizes, K: int, threads: int, dtype) -> tuple:
 
 
 # ----------------------------------------------------------------------------- evaluation
-@njit(cache=True, error_model="numpy", nogil=True, boundscheck=False, fastmath={"reassoc", "nsz", "contract"})
-def dot4x2(w0, w1, x0, x1, x2, x3, out):
-    """The eight dot products of weight rows ``w0, w1`` with inputs ``x0..x3`` into ``out[0:8]``
-    (``out[2 r + j] = w_j . x_r``). One compiled function with one summation order for every slot,
-    so a result does not depend on which slot (or which batch) an input occupies."""
-    z = as_like(0.0, w0[0])
-    s00 = z
-    s01 = z
-    s10 = z
-    s11 = z
-    s20 = z
-    s21 = z
-    s30 = z
-    s31 = z
-    for i in range(w0.shape[0]):
-        a = w0[i]
-        b = w1[i]
-        v0 = x0[i]
-        v1 = x1[i]
-        v2 = x2[i]
-        v3 = x3[i]
-        s00 += a * v0
-        s01 += b * v0
-        s10 += a * v1
-        s11 += b * v1
-        s20 += a * v2
-        s21 += b * v2
-        s30 += a * v3
-        s31 += b * v3
-    out[0] = s00
-    out[1] = s01
-    out[2] = s10
-    out[3] = s11
-    out[4] = s20
-    out[5] = s21
-    out[6] = s30
-    out[7] = s31
-
-
 @njit(parallel=True, fastmath=False, **_OPTS)
 def hard_forward(Xp, B, W, sizes, poff, cfg, hp, K, threads, n_pool, out):
     """Logits ``out [K, B, C]`` of the first ``B`` rows of ``Xp`` (rows padded to a multiple of 4 with
     zeros) under the K hard weight sets in ``W`` (layout of :mod:`bimu.engine.kernels`).
 
-    The first layer runs four examples by two weight rows at a time (:func:`dot4x2`), the upper layers
+    The first layer runs four examples by two weight rows at a time
+    (:func:`bimu.engine.kernels.dot4x2`), the upper layers
     use :func:`dot`; every example follows the same arithmetic wherever it sits in the batch.
     ``threads > 1`` splits blocks of :data:`EVAL_BLOCK` examples over threads (``n_pool``: size of numba's pool).
     """
@@ -410,7 +374,8 @@ def hard_forward(Xp, B, W, sizes, poff, cfg, hp, K, threads, n_pool, out):
 def _hard_block(Xp, B, W, sizes, poff, act, out_norm, gate, eps, K, blk, zero_row, cur, nxt, xh, rs, tmp, out):
     """One block of up to :data:`EVAL_BLOCK` examples through the whole network (see :func:`hard_forward`).
 
-    The first layer loads each pair of weight rows once per block and runs :func:`dot4x2` on the
+    The first layer loads each pair of weight rows once per block and runs
+    :func:`bimu.engine.kernels.dot4x2` on the
     block's groups of four examples, so the weights stream from memory once per block, not once per
     four examples."""
     L = sizes.shape[0] - 1

@@ -249,6 +249,87 @@ def dot8(w, wo, x, xo, n):
     return _dot8_lanes(w, wo, x, xo, n)
 
 
+@intrinsic
+def _dot4x2_lanes(typingctx, w0, w1, x0, x1, x2, x3, out):
+    """``out[2 r + j] = w_j . x_r`` for two weight rows and four inputs (1-D float arrays of one length,
+    ``out`` of at least 8), each of the eight sums in :func:`dot8`'s order: eight ``<8 x float>``
+    accumulators, one per (input, row) pair, take a block of eight products each per pass, so each block
+    of the two rows and of the four inputs is loaded once; then each accumulator's lanes are added
+    ``((0 + 4) + (2 + 6)) + ((1 + 5) + (3 + 7))`` and its last ``n mod 8`` terms follow in turn. Plain
+    ``fmul`` / ``fadd``: ``out[2 r + j]`` has the bits of ``dot8(w_j, 0, x_r, 0, n)``."""
+    arrs = (w0, w1, x0, x1, x2, x3, out)
+    if not all(isinstance(a, types.Array) and a.ndim == 1 for a in arrs):
+        return None
+    dt = w0.dtype
+    if dt not in (types.float32, types.float64) or any(a.dtype != dt for a in arrs):
+        return None
+    sig = types.void(*arrs)
+
+    def codegen(context, builder, signature, args):
+        from numba.core import cgutils
+
+        intp = context.get_value_type(types.intp)
+        ptrs = [context.make_array(signature.args[i])(context, builder, args[i]).data for i in range(7)]
+        shape = cgutils.unpack_tuple(
+            builder, context.make_array(signature.args[0])(context, builder, args[0]).shape, 1)
+        n_ = shape[0]
+        fty = context.get_value_type(dt)
+        vty = ir.VectorType(fty, DOT_LANES)
+        align = context.get_abi_sizeof(fty)
+        lanes = ir.Constant(intp, DOT_LANES)
+        zero_v = ir.Constant(vty, [ir.Constant(fty, 0.0)] * DOT_LANES)
+        accs = [cgutils.alloca_once_value(builder, zero_v) for _ in range(8)]
+        blocks = builder.sdiv(n_, lanes)
+        with cgutils.for_range(builder, blocks, intp=intp) as loop:
+            off = builder.mul(loop.index, lanes)
+            v = [builder.load(builder.bitcast(builder.gep(ptrs[i], [off]), vty.as_pointer()), align=align)
+                 for i in range(6)]
+            for r in range(4):
+                for j in range(2):
+                    a = accs[2 * r + j]
+                    builder.store(builder.fadd(builder.load(a), builder.fmul(v[j], v[2 + r])), a)
+        totals = []
+        for a in accs:
+            vv = builder.load(a)
+            s = [builder.extract_element(vv, ir.Constant(ir.IntType(32), j)) for j in range(DOT_LANES)]
+            totals.append(cgutils.alloca_once_value(
+                builder, builder.fadd(builder.fadd(builder.fadd(s[0], s[4]), builder.fadd(s[2], s[6])),
+                                      builder.fadd(builder.fadd(s[1], s[5]), builder.fadd(s[3], s[7])))))
+        m = builder.mul(blocks, lanes)
+        with cgutils.for_range(builder, builder.sub(n_, m), intp=intp) as loop:
+            i = builder.add(m, loop.index)
+            v = [builder.load(builder.gep(ptrs[q], [i])) for q in range(6)]
+            for r in range(4):
+                for j in range(2):
+                    t = totals[2 * r + j]
+                    builder.store(builder.fadd(builder.load(t), builder.fmul(v[j], v[2 + r])), t)
+        for q in range(8):
+            builder.store(builder.load(totals[q]), builder.gep(ptrs[6], [ir.Constant(intp, q)]))
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@njit(cache=True, error_model="numpy", nogil=True, boundscheck=False, fastmath=False)
+def dot4x2(w0, w1, x0, x1, x2, x3, out):
+    """The eight dot products of weight rows ``w0, w1`` with inputs ``x0..x3`` into ``out[0:8]``
+    (``out[2 r + j] = w_j . x_r``), each with the bits of :func:`dot8` (:func:`_dot4x2_lanes`): a
+    register-blocked evaluation kernel whose result does not depend on the slot (or batch) an input
+    occupies, on the compile history, or on the machine's vector width.
+
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> w = rng.standard_normal((2, 21)).astype(np.float32); x = rng.standard_normal((4, 21)).astype(np.float32)
+    >>> out = np.zeros(8, np.float32); dot4x2(w[0], w[1], x[0], x[1], x[2], x[3], out)
+    >>> all(out[2 * r + j] == dot8(w[j], 0, x[r], 0, 21) for r in range(4) for j in range(2))
+    True
+    """
+    if w1.shape[0] != w0.shape[0] or x0.shape[0] < w0.shape[0] or x1.shape[0] < w0.shape[0] \
+            or x2.shape[0] < w0.shape[0] or x3.shape[0] < w0.shape[0] or out.shape[0] < 8:
+        raise ValueError("dot4x2: rows of one length, inputs at least as long, out of at least 8")
+    _dot4x2_lanes(w0, w1, x0, x1, x2, x3, out)
+
+
 # ----------------------------------------------------------------------------- sampling
 @njit(inline="always", **_OPTS)
 def _hash_row(HB, e0, n, key, cbase, kh, m):
