@@ -183,47 +183,64 @@ DOT_LANES = 8
 """Lanes of :func:`dot8`'s vector accumulator (its eight partial sums)."""
 
 
+def _emit_dots(context, builder, fty, ws, xs, pairs, n):
+    """LLVM IR for the dot products ``ws[j] . xs[r]`` of each ``(j, r)`` in ``pairs`` (pointers to
+    ``n`` floats of type ``fty``), every one in :func:`dot8`'s order: one ``<8 x float>`` accumulator per
+    pair takes the products of a block of eight per pass (each row and input block loaded once per pass,
+    however many pairs use it), its lanes are added ``((0 + 4) + (2 + 6)) + ((1 + 5) + (3 + 7))``, then its
+    last ``n mod 8`` terms follow in turn. Plain ``fmul`` / ``fadd`` with no fast-math flag: no
+    contraction, no reordering. Returns one pointer per pair holding its sum."""
+    from numba.core import cgutils
+
+    intp = context.get_value_type(types.intp)
+    vty = ir.VectorType(fty, DOT_LANES)
+    align = context.get_abi_sizeof(fty)
+    lanes = ir.Constant(intp, DOT_LANES)
+    accs = [cgutils.alloca_once_value(builder, ir.Constant(vty, [ir.Constant(fty, 0.0)] * DOT_LANES))
+            for _ in pairs]
+    blocks = builder.sdiv(n, lanes)
+    with cgutils.for_range(builder, blocks, intp=intp) as loop:
+        off = builder.mul(loop.index, lanes)
+
+        def block(ptr):
+            return builder.load(builder.bitcast(builder.gep(ptr, [off]), vty.as_pointer()), align=align)
+
+        wv, xv = [block(w) for w in ws], [block(x) for x in xs]
+        for acc, (j, r) in zip(accs, pairs):
+            builder.store(builder.fadd(builder.load(acc), builder.fmul(wv[j], xv[r])), acc)
+    totals = []
+    for acc in accs:
+        v = builder.load(acc)
+        s = [builder.extract_element(v, ir.Constant(ir.IntType(32), j)) for j in range(DOT_LANES)]
+        totals.append(cgutils.alloca_once_value(
+            builder, builder.fadd(builder.fadd(builder.fadd(s[0], s[4]), builder.fadd(s[2], s[6])),
+                                  builder.fadd(builder.fadd(s[1], s[5]), builder.fadd(s[3], s[7])))))
+    m = builder.mul(blocks, lanes)
+    with cgutils.for_range(builder, builder.sub(n, m), intp=intp) as loop:
+        i = builder.add(m, loop.index)
+        wv = [builder.load(builder.gep(w, [i])) for w in ws]
+        xv = [builder.load(builder.gep(x, [i])) for x in xs]
+        for total, (j, r) in zip(totals, pairs):
+            builder.store(builder.fadd(builder.load(total), builder.fmul(wv[j], xv[r])), total)
+    return totals
+
+
 @intrinsic
 def _dot8_lanes(typingctx, w, wo, x, xo, n):
-    """``sum_i w[wo + i] * x[xo + i]`` over 1-D float arrays, as explicit LLVM vector code: one
-    ``<8 x float>`` accumulator takes ``w[8b : 8b + 8] * x[8b : 8b + 8]`` per block (lane ``j`` sums the terms
-    ``i = j mod 8`` in turn), the lanes are added ``((0 + 4) + (2 + 6)) + ((1 + 5) + (3 + 7))``, then the
-    last ``n mod 8`` terms in turn. Plain ``fmul`` / ``fadd`` with no fast-math flag: no contraction, no
-    reordering. LLVM does not pack eight loop-carried scalar accumulators by itself unless allowed to
-    reassociate, so the vector is written out here."""
+    """``sum_i w[wo + i] * x[xo + i]`` over 1-D float arrays in :func:`dot8`'s order, as explicit LLVM
+    vector code (:func:`_emit_dots`). LLVM does not pack eight loop-carried scalar accumulators by itself
+    unless allowed to reassociate, so the vector is written out here."""
     if not (isinstance(w, types.Array) and isinstance(x, types.Array) and w.ndim == 1 and x.ndim == 1
             and w.dtype == x.dtype and w.dtype in (types.float32, types.float64)):
         return None
     sig = w.dtype(w, wo, x, xo, n)
 
     def codegen(context, builder, signature, args):
-        from numba.core import cgutils
-
-        intp = context.get_value_type(types.intp)
         wo_, xo_, n_ = (context.cast(builder, args[i], signature.args[i], types.intp) for i in (1, 3, 4))
         wp = builder.gep(context.make_array(signature.args[0])(context, builder, args[0]).data, [wo_])
         xp = builder.gep(context.make_array(signature.args[2])(context, builder, args[2]).data, [xo_])
         fty = context.get_value_type(signature.return_type)
-        vty = ir.VectorType(fty, DOT_LANES)
-        align = context.get_abi_sizeof(fty)
-        lanes = ir.Constant(intp, DOT_LANES)
-        acc = cgutils.alloca_once_value(builder, ir.Constant(vty, [ir.Constant(fty, 0.0)] * DOT_LANES))
-        blocks = builder.sdiv(n_, lanes)
-        with cgutils.for_range(builder, blocks, intp=intp) as loop:
-            off = builder.mul(loop.index, lanes)
-            a = builder.load(builder.bitcast(builder.gep(wp, [off]), vty.as_pointer()), align=align)
-            b = builder.load(builder.bitcast(builder.gep(xp, [off]), vty.as_pointer()), align=align)
-            builder.store(builder.fadd(builder.load(acc), builder.fmul(a, b)), acc)
-        v = builder.load(acc)
-        s = [builder.extract_element(v, ir.Constant(ir.IntType(32), j)) for j in range(DOT_LANES)]
-        total = cgutils.alloca_once_value(
-            builder, builder.fadd(builder.fadd(builder.fadd(s[0], s[4]), builder.fadd(s[2], s[6])),
-                                  builder.fadd(builder.fadd(s[1], s[5]), builder.fadd(s[3], s[7]))))
-        m = builder.mul(blocks, lanes)
-        with cgutils.for_range(builder, builder.sub(n_, m), intp=intp) as loop:
-            i = builder.add(m, loop.index)
-            t = builder.fmul(builder.load(builder.gep(wp, [i])), builder.load(builder.gep(xp, [i])))
-            builder.store(builder.fadd(builder.load(total), t), total)
+        (total,) = _emit_dots(context, builder, fty, [wp], [xp], [(0, 0)], n_)
         return builder.load(total)
 
     return sig, codegen
@@ -251,12 +268,10 @@ def dot8(w, wo, x, xo, n):
 
 @intrinsic
 def _dot4x2_lanes(typingctx, w0, w1, x0, x1, x2, x3, out):
-    """``out[2 r + j] = w_j . x_r`` for two weight rows and four inputs (1-D float arrays of one length,
-    ``out`` of at least 8), each of the eight sums in :func:`dot8`'s order: eight ``<8 x float>``
-    accumulators, one per (input, row) pair, take a block of eight products each per pass, so each block
-    of the two rows and of the four inputs is loaded once; then each accumulator's lanes are added
-    ``((0 + 4) + (2 + 6)) + ((1 + 5) + (3 + 7))`` and its last ``n mod 8`` terms follow in turn. Plain
-    ``fmul`` / ``fadd``: ``out[2 r + j]`` has the bits of ``dot8(w_j, 0, x_r, 0, n)``."""
+    """``out[2 r + j] = w_j . x_r`` for two weight rows and four inputs (1-D float arrays; the rows'
+    length ``n``, the inputs at least as long, ``out`` of at least 8): the eight sums of
+    :func:`_emit_dots`, each block of the two rows and of the four inputs loaded once per pass, so
+    ``out[2 r + j]`` has the bits of ``dot8(w_j, 0, x_r, 0, n)``."""
     arrs = (w0, w1, x0, x1, x2, x3, out)
     if not all(isinstance(a, types.Array) and a.ndim == 1 for a in arrs):
         return None
@@ -268,43 +283,14 @@ def _dot4x2_lanes(typingctx, w0, w1, x0, x1, x2, x3, out):
     def codegen(context, builder, signature, args):
         from numba.core import cgutils
 
+        arrays = [context.make_array(signature.args[i])(context, builder, args[i]) for i in range(7)]
+        (n_,) = cgutils.unpack_tuple(builder, arrays[0].shape, 1)
+        ptrs = [a.data for a in arrays]
+        pairs = [(j, r) for r in range(4) for j in range(2)]  # out[2 r + j]
+        totals = _emit_dots(context, builder, context.get_value_type(dt), ptrs[:2], ptrs[2:6], pairs, n_)
         intp = context.get_value_type(types.intp)
-        ptrs = [context.make_array(signature.args[i])(context, builder, args[i]).data for i in range(7)]
-        shape = cgutils.unpack_tuple(
-            builder, context.make_array(signature.args[0])(context, builder, args[0]).shape, 1)
-        n_ = shape[0]
-        fty = context.get_value_type(dt)
-        vty = ir.VectorType(fty, DOT_LANES)
-        align = context.get_abi_sizeof(fty)
-        lanes = ir.Constant(intp, DOT_LANES)
-        zero_v = ir.Constant(vty, [ir.Constant(fty, 0.0)] * DOT_LANES)
-        accs = [cgutils.alloca_once_value(builder, zero_v) for _ in range(8)]
-        blocks = builder.sdiv(n_, lanes)
-        with cgutils.for_range(builder, blocks, intp=intp) as loop:
-            off = builder.mul(loop.index, lanes)
-            v = [builder.load(builder.bitcast(builder.gep(ptrs[i], [off]), vty.as_pointer()), align=align)
-                 for i in range(6)]
-            for r in range(4):
-                for j in range(2):
-                    a = accs[2 * r + j]
-                    builder.store(builder.fadd(builder.load(a), builder.fmul(v[j], v[2 + r])), a)
-        totals = []
-        for a in accs:
-            vv = builder.load(a)
-            s = [builder.extract_element(vv, ir.Constant(ir.IntType(32), j)) for j in range(DOT_LANES)]
-            totals.append(cgutils.alloca_once_value(
-                builder, builder.fadd(builder.fadd(builder.fadd(s[0], s[4]), builder.fadd(s[2], s[6])),
-                                      builder.fadd(builder.fadd(s[1], s[5]), builder.fadd(s[3], s[7])))))
-        m = builder.mul(blocks, lanes)
-        with cgutils.for_range(builder, builder.sub(n_, m), intp=intp) as loop:
-            i = builder.add(m, loop.index)
-            v = [builder.load(builder.gep(ptrs[q], [i])) for q in range(6)]
-            for r in range(4):
-                for j in range(2):
-                    t = totals[2 * r + j]
-                    builder.store(builder.fadd(builder.load(t), builder.fmul(v[j], v[2 + r])), t)
-        for q in range(8):
-            builder.store(builder.load(totals[q]), builder.gep(ptrs[6], [ir.Constant(intp, q)]))
+        for q, total in enumerate(totals):
+            builder.store(builder.load(total), builder.gep(ptrs[6], [ir.Constant(intp, q)]))
         return context.get_dummy_value()
 
     return sig, codegen
