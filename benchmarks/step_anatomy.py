@@ -8,10 +8,13 @@ MNIST, batch size 1, one thread, CPU time):
 
 - ``no hash``: the uniform from ``(i K + k) * key`` (one multiply) instead of the hash;
 - ``no division``: ``w = numerator * denominator`` instead of ``numerator / denominator``;
-- ``neither``: both.
+- ``neither``: both;
+- ``reassoc sums``: the kernel before 2026-11-27, whose K pre-activations were accumulators of the
+  sampling loop vectorised with ``reassoc`` (the same arithmetic with a machine-dependent summation
+  order; the real kernel sums each sample row with ``dot8`` after the loop, the same bits everywhere).
 
-The ratios to the real kernel bound what any cheaper generator or division could gain; the learning
-is meaningless in the counterfactual variants (they are timing probes only). Every variant is
+The ratios of the three probes to the real kernel bound what any cheaper generator or division could
+gain; the learning is meaningless in those variants (they are timing probes only). Every variant is
 measured ``--repeats`` times, interleaved, best kept.
 
     BIMU_DATA_DIR=../shared/data python benchmarks/step_anatomy.py [--steps 4000] [--repeats 3]
@@ -33,8 +36,30 @@ _NO_HASH = r"u = _u32(_mul32(_add32(base, np.uint32(\1)), rlo), one)"
 _DIVIDE = "w = (u * ob - pp) / (pp + u * qq)"
 _MULTIPLY = "w = (u * ob - pp) * (pp + u * qq)"
 
+_Z_STORE = re.compile(r"    Z0\[(\d+) \* n_out \+ o\] = z\d+\n")
+_ROW_SUMS = re.compile(r"    [z\d, ]+= dot_rows\(W, \([^)]*\), xn_, D\)\n")
+_SAMPLE_STORE = re.compile(r"( +)W\[e \+ np.uint64\((\d+) \* kstride\)\] = w")
+_SAMPLE_DEF = '@njit(fastmath={"contract"}, **_OPTS)\ndef sample_row('
+_SAMPLE_ONE = "    one = as_like(1.0, lr_[0])\n"
+
+
+def reassoc_sums(src: str) -> str:
+    """The sampling loop as it was before 2026-11-27: each pre-activation a scalar accumulator of the
+    loop, which only ``reassoc`` lets LLVM vectorise, in an order of its choosing (same arithmetic, other
+    rounding of the sums; the real kernel sums the K fresh sample rows with ``dot_rows`` after the loop,
+    in ``dot8``'s order)."""
+    K = len(_Z_STORE.findall(src))
+    start = src.index(_SAMPLE_DEF)
+    head, body = src[:start], src[start:]
+    body = body.replace('fastmath={"contract"}', 'fastmath={"contract", "reassoc", "nsz"}', 1)
+    body = body.replace(_SAMPLE_ONE, _SAMPLE_ONE + "".join(f"    z{k} = one - one\n" for k in range(K)), 1)
+    body = _SAMPLE_STORE.sub(lambda m: f"{m.group(0)}\n{m.group(1)}z{m.group(2)} += w * xn_[i]", body, count=K)
+    return head + _ROW_SUMS.sub("", body)
+
+
 VARIANTS = {
     "real kernel": lambda s: s,
+    "reassoc sums": reassoc_sums,
     "no hash": lambda s: _HASHED.sub(_NO_HASH, s),
     "no division": lambda s: s.replace(_DIVIDE, _MULTIPLY),
     "neither": lambda s: _HASHED.sub(_NO_HASH, s).replace(_DIVIDE, _MULTIPLY),

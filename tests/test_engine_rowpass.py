@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from bimu.engine.fastpath import _rows
-from bimu.engine.kernels import KIND_BAYESBINN, KIND_BIMU
+from bimu.engine.kernels import KIND_BAYESBINN, KIND_BIMU, dot8
 from bimu.engine.rowpass import row_pass_kernel
 
 
@@ -23,7 +23,7 @@ def _setup(K, D=37, n0=6, seed=0):
 
 
 @pytest.mark.parametrize("kind", [KIND_BIMU, KIND_BAYESBINN])
-@pytest.mark.parametrize("K", [1, 3, 5])
+@pytest.mark.parametrize("K", [1, 3, 5, 10])  # 10: two dot_rows groups
 @pytest.mark.parametrize("update", [True, False])
 def test_row_pass_matches_row_step(kind, K, update):
     D, n0 = 37, 6
@@ -48,6 +48,9 @@ def test_row_pass_matches_row_step(kind, K, update):
     np.testing.assert_allclose(bt_b, bt_a, rtol=2e-5, atol=1e-12)
     np.testing.assert_allclose(W_b, W_a, rtol=1e-5, atol=1e-6)  # same uniforms, same sampling identity
     np.testing.assert_allclose(z_b, z_a, rtol=1e-4, atol=1e-5)
+    for k in range(K):  # and each has the bits of dot8 over its own samples (no machine-dependent order)
+        for o in range(n0):
+            assert z_b[k * n0 + o] == dot8(W_b, k * D * n0 + o * D, xn, 0, D), (k, o)
     assert (np.abs(W_b) <= 1).all()  # tanh saturates to 1 in float32 for large |lambda|
 
 
@@ -96,6 +99,11 @@ def test_step_anatomy_variants_rewrite_every_sample_of_the_generated_kernel():
     neither = anatomy.VARIANTS["neither"](src)
     assert "_h32(" not in neither and anatomy._DIVIDE not in neither
     assert anatomy.VARIANTS["real kernel"](src) == src
+    before = anatomy.VARIANTS["reassoc sums"](src)  # the sampling loop before 2026-11-27
+    sample_row = before[before.index("def sample_row("):].split("\n\n\n")[0]
+    assert "dot_rows(" not in sample_row and sample_row.count("+= w * xn_[i]") == K
+    assert "dot_rows(" in src and src.count("Z0[") == K
+    assert before.count('fastmath={"contract", "reassoc", "nsz"}') == 1 and "reassoc" not in src
 
 
 def test_generated_module_name_follows_the_engine_source(monkeypatch):

@@ -316,6 +316,55 @@ def dot4x2(w0, w1, x0, x1, x2, x3, out):
     _dot4x2_lanes(w0, w1, x0, x1, x2, x3, out)
 
 
+ROWS_PER_DOT = 8
+"""Most weight rows :func:`dot_rows` sums against one input in one pass (eight vector accumulators)."""
+
+
+@intrinsic
+def _dot_rows_lanes(typingctx, w, offs, x, n):
+    """The tuple ``(w[offs[k]:offs[k] + n] . x[:n] for k)`` for a 1-D float array ``w``, a tuple of
+    offsets and an input ``x`` (:func:`_emit_dots`: each sum in :func:`dot8`'s order, each block of
+    ``x`` loaded once per pass for all rows, so the independent accumulators hide the add latency that
+    bounds a single ``dot8``)."""
+    if not (isinstance(w, types.Array) and isinstance(x, types.Array) and w.ndim == 1 and x.ndim == 1
+            and w.dtype == x.dtype and w.dtype in (types.float32, types.float64)
+            and isinstance(offs, types.UniTuple) and isinstance(offs.dtype, types.Integer)
+            and 1 <= offs.count <= ROWS_PER_DOT):
+        return None
+    rows = offs.count
+    ret = types.UniTuple(w.dtype, rows)
+    sig = ret(w, offs, x, n)
+
+    def codegen(context, builder, signature, args):
+        from numba.core import cgutils
+
+        wp = context.make_array(signature.args[0])(context, builder, args[0]).data
+        xp = context.make_array(signature.args[2])(context, builder, args[2]).data
+        starts = [context.cast(builder, v, offs.dtype, types.intp) for v in cgutils.unpack_tuple(builder, args[1], rows)]
+        n_ = context.cast(builder, args[3], signature.args[3], types.intp)
+        totals = _emit_dots(context, builder, context.get_value_type(w.dtype), [builder.gep(wp, [o]) for o in starts],
+                            [xp], [(k, 0) for k in range(rows)], n_)
+        return context.make_tuple(builder, ret, [builder.load(t) for t in totals])
+
+    return sig, codegen
+
+
+@njit(cache=True, error_model="numpy", nogil=True, boundscheck=False, fastmath=False)
+def dot_rows(w, offs, x, n):
+    """``tuple(sum_i w[offs[k] + i] * x[i] for k)`` for up to :data:`ROWS_PER_DOT` rows of one flat
+    array against one input, each with the bits of ``dot8(w, offs[k], x, 0, n)`` (the training row
+    pass's K next pre-activations: one pass over the input for all K samples). The caller guarantees
+    ``offs[k] + n <= len(w)`` and ``n <= len(x)`` (not checked: the engine's hot loop).
+
+    >>> import numpy as np
+    >>> w = np.arange(30.0).astype(np.float32) / 7; x = np.linspace(-1, 1, 13).astype(np.float32)
+    >>> a, b = dot_rows(w, (0, 17), x, 13)
+    >>> (a, b) == (dot8(w, 0, x, 0, 13), dot8(w, 17, x, 0, 13))
+    True
+    """
+    return _dot_rows_lanes(w, offs, x, n)
+
+
 # ----------------------------------------------------------------------------- sampling
 @njit(inline="always", **_OPTS)
 def _hash_row(HB, e0, n, key, cbase, kh, m):

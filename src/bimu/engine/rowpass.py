@@ -9,19 +9,23 @@ possible:
    :func:`bimu.engine.rng.relaxed_uniforms`), written over the current ones;
 4. the next step's K pre-activations ``z_k = sum_i w_k,i xnext_i``.
 
-Steps 1-2 run in one column loop, steps 3-4 in a second one. With ``K`` a compile-time constant the
-loops over samples unroll inside the column loops, which then vectorise as a whole (8 float32 lanes on
-AVX2): each weight sample is loaded once and stored once per step, no gradient vector is written, the
-32-bit hash runs on 32-bit lanes and the K pre-activations are K vector accumulators of the sampling
-loop (FMA contraction everywhere; reassociation only in the sampling loop, which has no exp).
+Steps 1-2 run in one column loop, step 3 in a second one, step 4 after it. With ``K`` a compile-time
+constant the loops over samples unroll inside the column loops, which then vectorise as a whole (8
+float32 lanes on AVX2): each weight sample is loaded once and stored once per step, no gradient vector
+is written and the 32-bit hash runs on 32-bit lanes. The K pre-activations are then summed by
+:func:`bimu.engine.kernels.dot8` over the row's fresh samples (still in L1), in dot8's stated order:
+no loop here lets the vectoriser reorder a sum (FMA contraction only), so training has the same bits
+on every machine, whatever its vector width. (Until 2026-11-27 they were K accumulators of the
+sampling loop, vectorised with ``reassoc``; ``benchmarks/step_anatomy.py`` times that form against
+this one.)
 
 A constant ``K`` needs one compiled kernel per ``K``: :func:`generated_module` writes a small module
 for that ``K`` (the templates below with ``K`` set, plus an unrolled sampling function) into
 :func:`kernel_dir` once and imports it, so numba caches its compiled code on disk like any other
 module (``cache=True``; closures over compiled functions would be recompiled in every process). The
 arithmetic of the update and of the samples is that of :func:`bimu.engine.fastpath.row_step` (same
-formulas, same uniforms); gradient and dot products are summed in other orders, so results agree
-with it to rounding. Every caller runs the same compiled functions for a given ``K``, so results do
+formulas, same uniforms); the gradient is summed in another order, so results agree with it to
+rounding. Every caller runs the same compiled functions for a given ``K``, so results do
 not depend on threads or on how steps are grouped into calls.
 """
 
@@ -40,7 +44,8 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
-from bimu.engine.kernels import KIND_BIMU, _row_key, as_like, bayesbinn_lambda_step, bimu_lambda_step, dot8, fexp
+from bimu.engine.kernels import (KIND_BIMU, ROWS_PER_DOT, _row_key, as_like, bayesbinn_lambda_step, bimu_lambda_step,
+                                 dot8, fexp)
 
 MAX_SAMPLES = 64
 """Largest K the per-K kernels are generated for."""
@@ -140,7 +145,7 @@ from numba import get_thread_id, njit, prange
 
 from bimu.engine.fastpath import ROWS_PER_TASK, _rows, row_step
 from bimu.engine.kernels import (KIND_BIMU, _act_grad, _add32, _h32, _layer_norm_act, _mul32, _row_key, _u32,
-                                 as_like, bayesbinn_lambda_step, bimu_lambda_step, fexp, ln_backward)
+                                 as_like, bayesbinn_lambda_step, bimu_lambda_step, dot_rows, fexp, ln_backward)
 from bimu.engine.rowpass import dot
 
 K = {K}
@@ -148,19 +153,17 @@ K = {K}
 _OPTS = dict(cache=True, error_model="numpy", nogil=True, boundscheck=False)
 
 
-@njit(fastmath={{"contract", "reassoc", "nsz"}}, **_OPTS)
+@njit(fastmath={{"contract"}}, **_OPTS)
 def sample_row(W, lr_, b_, e0, kstride, D, rlo, rhi, xn_, Z0, o, n_out):
-    """The K relaxed samples of one row and its K next pre-activations (one accumulator each)."""
+    """The K relaxed samples of one row, then its K next pre-activations summed by ``dot_rows`` (the
+    samples are still in L1), each in ``dot8``'s order: the same bits on every machine."""
     one = as_like(1.0, lr_[0])
-    zero = as_like(0.0, lr_[0])
-{init}
     for i in range(D):
         lo = lr_[i]
         b = b_[i]
         pp = b if lo >= 0 else one
         qq = (one - b) if lo >= 0 else (b - one)
         ob = one + b
-        xi = xn_[i]
         base = _mul32(np.uint32(i), np.uint32({K}))
         e = np.uint64(e0) + np.uint64(i)
 {body}
@@ -175,14 +178,17 @@ _COMPILED = (  # (template, name in the generated module, decorator)
 
 def _sample_row_source(K: int) -> str:
     """Header of the generated module for ``K`` samples, with its unrolled sampling function."""
-    init = "\n".join(f"    z{k} = zero" for k in range(K))
     body = "\n".join(
         f"        u = _u32(_h32(rlo, rhi, _add32(base, np.uint32({k}))), one)\n"
         f"        w = (u * ob - pp) / (pp + u * qq)\n"
-        f"        W[e + np.uint64({k} * kstride)] = w\n"
-        f"        z{k} += w * xi" for k in range(K))
-    store = "\n".join(f"    Z0[{k} * n_out + o] = z{k}" for k in range(K))
-    return _HEADER.format(K=K, init=init, body=body, store=store)
+        f"        W[e + np.uint64({k} * kstride)] = w" for k in range(K))
+    sums = []
+    for g in range(0, K, ROWS_PER_DOT):  # one pass over the input per group of (at most) eight samples
+        ks = range(g, min(g + ROWS_PER_DOT, K))
+        sums.append(f"    {''.join(f'z{k}, ' for k in ks)}= dot_rows(W, ({''.join(f'e0 + {k} * kstride, ' for k in ks)}), "
+                    "xn_, D)")
+    store = "\n".join(sums + [f"    Z0[{k} * n_out + o] = z{k}" for k in range(K)])
+    return _HEADER.format(K=K, body=body, store=store)
 
 
 def generated_source(K: int) -> str:
