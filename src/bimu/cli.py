@@ -23,6 +23,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "bimu.experiments.tune_cli",
     "bimu.experiments.tables",
     "bimu.experiments.status",
+    "bimu.experiments.evaluate",
 )
 """Modules contributing subcommands (imported if importable; each exposes ``add_parser``)."""
 

@@ -128,14 +128,16 @@ _MESU_RBG_AUC = (
     "0.98; the paper code's 1000-threshold estimator gives the same 0.98), which is what the paper says "
     "the gate does (it 'sharpens disagreement between posterior samples on out-of-distribution "
     "inputs'), while the paper's own MESU rows go the other way (0.80 ± 0.05 against 0.91 ± 0.03; its ± is "
-    "the spread over tasks of one seed). Tried on the two runs' final models (epistemic score): the OOD "
-    "images divided by 255 only, as the paper's code left them (--option ood_unstandardised=true) give "
-    "0.86 / 0.86, but the same on the MESU ReLU runs gives 0.87 / 0.82 against the paper's 0.91 ± 0.03 "
-    "(0.96 / 0.87 standardised, as bimu does); the last five tasks' test sets in turn as the "
-    "in-distribution side give 0.95 / 0.96 standardised and 0.74 ± 0.10 / 0.78 ± 0.07 unstandardised "
-    "(MESU ReLU: 0.92 / 0.78 and 0.74 / 0.68). No one protocol brings both MESU rows to the paper's: "
-    "the paper code's preprocessing with last-five averaging would match RBG (0.74-0.78 vs 0.80 ± 0.05) "
-    "and miss ReLU (0.68-0.74 vs 0.91 ± 0.03). " + _MESU_RBG_SETTINGS)
+    "the spread over tasks of one seed). Tried on the two runs' final models with bimu evaluate (epistemic "
+    "score; bimu evaluate SEED_DIR --ood-scores epistemic [--tasks last-5] [--option "
+    "ood_unstandardised=true], on the checkpoints, which the repository's copies of finished runs do not "
+    "keep): the OOD images divided by 255 only, as the paper's code left them, give 0.86 / 0.86, but the "
+    "same on the MESU ReLU runs gives 0.87 / 0.82 against the paper's 0.91 ± 0.03 (0.96 / 0.87 "
+    "standardised, as bimu does); the last five tasks' test sets in turn as the in-distribution side "
+    "give 0.95 / 0.96 standardised and 0.75 ± 0.10 / 0.78 ± 0.07 unstandardised (MESU ReLU: 0.92 / 0.78 "
+    "and 0.73 / 0.68). No one protocol brings both MESU rows to the paper's: the paper code's "
+    "preprocessing with last-five averaging would match RBG (0.75-0.78 vs 0.80 ± 0.05) "
+    "and miss ReLU (0.68-0.73 vs 0.91 ± 0.03). " + _MESU_RBG_SETTINGS)
 
 _SYNMETA_SIGN_ACC = (
     "partly: both networks stop learning within ten tasks, the rigidity the paper reports; bimu's ends "
