@@ -92,3 +92,20 @@ def test_task_words():
     for bad in ("last-0", "first", "0"):
         with pytest.raises(ValueError, match="--tasks"):
             parse_tasks([bad], current=2, n_tasks=5)
+
+
+def test_a_benchmark_without_ood_set_gives_accuracy_and_refuses_asked_scores(tmp_path, monkeypatch):
+    """A benchmark without an OOD set: the run's own scores are skipped, explicitly asked ones refused."""
+    from test_runner_fakes import FakeBenchmark  # registers fake-test
+
+    monkeypatch.setattr(FakeBenchmark, "ood_set", lambda self: None)
+
+    cfg = RunConfig.from_dict(dict(benchmark="fake-test", tasks=2, seeds=[0], out=str(tmp_path), engine="torch"))
+    res, code = run_experiment(cfg, progress=False, log=lambda s: None)
+    assert code == 0
+    rd = RunDir(seed_dir(tmp_path, "fake-test", "bimu", 0))
+    out = evaluate_run(rd.path, tasks=["all"])
+    assert [r["acc"] for r in out["tasks"]] == [float(a) for a in res[0]["R"][1]]
+    assert all(r["ood_auc"] is None for r in out["tasks"])
+    with pytest.raises(ValueError, match="has no OOD set to score"):
+        evaluate_run(rd.path, scores=["epistemic"])

@@ -108,8 +108,8 @@ def evaluate_run(path: str | Path, *, tasks: Sequence[str] = ("current",), optio
         if s not in OOD_SCORES or s not in available:
             raise ValueError(f"score {s!r}: {cfg.method} gives {[x for x in available if x in OOD_SCORES]}")
     ood_x = bench.ood_set() if (ood and wanted) else None
-    if ood and wanted and ood_x is None:
-        raise ValueError(f"benchmark {cfg.benchmark!r} has no OOD set; pass --no-ood")
+    if ood and wanted and ood_x is None and scores is not None:
+        raise ValueError(f"benchmark {cfg.benchmark!r} has no OOD set to score {list(scores)} against")
     ckpt = rd.load_checkpoint()
     n = int(ckpt.get("n_tasks", 0))
     if ckpt.get("format") != CHECKPOINT_FORMAT:
