@@ -13,8 +13,9 @@ Steps 1-2 run in one column loop, step 3 in a second one, step 4 after it. With 
 constant the loops over samples unroll inside the column loops, which then vectorise as a whole (8
 float32 lanes on AVX2): each weight sample is loaded once and stored once per step, no gradient vector
 is written and the 32-bit hash runs on 32-bit lanes. The K pre-activations are then summed by
-:func:`bimu.engine.kernels.dot8` over the row's fresh samples (still in L1), in dot8's stated order:
-no loop here lets the vectoriser reorder a sum (FMA contraction only), so training has the same bits
+:func:`bimu.engine.kernels.dot_rows` over the row's fresh samples (still in L1), each in
+:func:`~bimu.engine.kernels.dot8`'s stated order, up to eight samples per pass over the input: no
+loop here lets the vectoriser reorder a sum (FMA contraction only), so training has the same bits
 on every machine, whatever its vector width. (Until 2026-11-27 they were K accumulators of the
 sampling loop, vectorised with ``reassoc``; ``benchmarks/step_anatomy.py`` times that form against
 this one.)

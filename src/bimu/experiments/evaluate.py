@@ -26,9 +26,7 @@ ValueError: --tasks: task 101 is outside the stream's 1..100
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
-import math
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -77,7 +75,7 @@ def evaluate_run(path: str | Path, *, tasks: Sequence[str] = ("current",), optio
     or more) of the accuracy and of each score's AUC. Every input is checked before the model is loaded.
     """
     from bimu import metrics
-    from bimu.experiments.runner import (_OOD_TAG, CHECKPOINT_FORMAT, eval_generator, evaluate, make_benchmark,
+    from bimu.experiments.runner import (CHECKPOINT_FORMAT, evaluate_ood, evaluate_test_task, make_benchmark,
                                          make_method)
 
     if eval_samples is not None and int(eval_samples) < 1:
@@ -102,11 +100,14 @@ def evaluate_run(path: str | Path, *, tasks: Sequence[str] = ("current",), optio
         raise ValueError(f"{rd.path}: these options give a network of sizes {sizes}, the run's is "
                          f"{resolved['sizes']}")
     method, _engine = make_method(cfg, sizes, seed, hparams)
-    available = list(method.info.uncertainty_scores)
-    wanted = [s for s in (scores if scores is not None else cfg.ood_scores) if s in available or scores is not None]
-    for s in wanted:
-        if s not in OOD_SCORES or s not in available:
-            raise ValueError(f"score {s!r}: {cfg.method} gives {[x for x in available if x in OOD_SCORES]}")
+    available = [s for s in method.info.uncertainty_scores if s in OOD_SCORES]
+    if scores is None:  # the run's own scores, those the method gives
+        wanted = [s for s in cfg.ood_scores if s in available]
+    else:
+        wanted = list(scores)
+        for s in wanted:
+            if s not in available:
+                raise ValueError(f"score {s!r}: {cfg.method} gives {available}")
     ood_x = bench.ood_set() if (ood and wanted) else None
     if ood and wanted and ood_x is None and scores is not None:
         raise ValueError(f"benchmark {cfg.benchmark!r} has no OOD set to score {list(scores)} against")
@@ -121,15 +122,13 @@ def evaluate_run(path: str | Path, *, tasks: Sequence[str] = ("current",), optio
         ood_x = ood_x[:cfg.test_limit]
     s_out = None
     if ood_x is not None:
-        _, s_out = evaluate(method, ood_x, None, batch_size=cfg.eval_batch_size, n_samples=eval_samples,
-                            generator=eval_generator(seed, current, -1, _OOD_TAG), scores=wanted)
+        s_out = evaluate_ood(method, ood_x, seed=seed, after_task=current, batch_size=cfg.eval_batch_size,
+                             n_samples=eval_samples, scores=wanted)
     rows = []
     for j in chosen:
-        xt, yt = bench.test_task(j)
-        if cfg.test_limit is not None:
-            xt, yt = xt[:cfg.test_limit], yt[:cfg.test_limit]
-        acc, s_in = evaluate(method, xt, yt, batch_size=cfg.eval_batch_size, n_samples=eval_samples,
-                             generator=eval_generator(seed, current, j), scores=wanted if s_out else ())
+        acc, s_in = evaluate_test_task(method, bench, j, seed=seed, after_task=current, test_limit=cfg.test_limit,
+                                       batch_size=cfg.eval_batch_size, n_samples=eval_samples,
+                                       scores=wanted if s_out else ())
         auc = {s: metrics.roc_auc(s_in[s], s_out[s]) for s in wanted} if s_out else None
         rows.append({"task": j, "acc": acc, "ood_auc": auc})
     return {"run_dir": str(rd.path), "after_task": current, "options": dict(options or {}), "scores": wanted,
@@ -184,19 +183,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     for res in results:
         print(format_result(res))
     if args.json:
-        atomic_write_text(args.json, json.dumps(results, indent=2, default=_jsonable) + "\n")
+        atomic_write_text(args.json, json.dumps(results, indent=2) + "\n")
         print(f"written: {args.json}")
     return 0
-
-
-def _jsonable(v):
-    if isinstance(v, (np.floating, np.integer)):
-        return v.item()
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    if dataclasses.is_dataclass(v):
-        return dataclasses.asdict(v)
-    raise TypeError(f"not JSON: {type(v).__name__}")
 
 
 def add_parser(subparsers) -> None:

@@ -78,6 +78,25 @@ def evaluate(method, x: torch.Tensor, y: torch.Tensor | None, *, batch_size: int
     return acc, {n: np.concatenate(v) if v else np.zeros(0) for n, v in out.items()}
 
 
+def evaluate_test_task(method, benchmark, task: int, *, seed: int, after_task: int, test_limit: int | None = None,
+                       batch_size: int = 1000, n_samples: int | None = None,
+                       scores: Sequence[str] = ()) -> tuple[float, dict[str, np.ndarray]]:
+    """:func:`evaluate` on ``task``'s test set (its first ``test_limit`` examples) with the generator a run
+    draws for it after ``after_task``: the same accuracy and scores as the run's, wherever it is called."""
+    xt, yt = benchmark.test_task(task)
+    if test_limit is not None:
+        xt, yt = xt[:test_limit], yt[:test_limit]
+    return evaluate(method, xt, yt, batch_size=batch_size, n_samples=n_samples,
+                    generator=eval_generator(seed, after_task, task), scores=scores)
+
+
+def evaluate_ood(method, ood_x: torch.Tensor, *, seed: int, after_task: int, batch_size: int = 1000,
+                 n_samples: int | None = None, scores: Sequence[str] = ()) -> dict[str, np.ndarray]:
+    """Per-example ``scores`` on the OOD set with the generator a run draws for it after ``after_task``."""
+    return evaluate(method, ood_x, None, batch_size=batch_size, n_samples=n_samples,
+                    generator=eval_generator(seed, after_task, -1, _OOD_TAG), scores=scores)[1]
+
+
 class Progress:
     """A progress display: tqdm if installed, else a throttled stderr line; off when not a TTY.
 
@@ -238,17 +257,14 @@ def run_stream(benchmark, method, schedule: EvalSchedule | None = None, *, seed:
         t1 = time.perf_counter()
         evaluated = {}
         for j in schedule.tasks_after(t, n):
-            xt, yt = benchmark.test_task(j)
-            if test_limit is not None:
-                xt, yt = xt[:test_limit], yt[:test_limit]
             want = scores if (j == t and scores and _ood_due(t, n, ood_every)) else []
-            acc, s_in = evaluate(method, xt, yt, batch_size=eval_batch_size, n_samples=eval_samples,
-                                 generator=eval_generator(seed, t, j), scores=want)
+            acc, s_in = evaluate_test_task(method, benchmark, j, seed=seed, after_task=t, test_limit=test_limit,
+                                           batch_size=eval_batch_size, n_samples=eval_samples, scores=want)
             R[t, j] = acc
             evaluated[str(j)] = acc
             if want:
-                _, s_out = evaluate(method, ood_x, None, batch_size=eval_batch_size, n_samples=eval_samples,
-                                    generator=eval_generator(seed, t, -1, _OOD_TAG), scores=want)
+                s_out = evaluate_ood(method, ood_x, seed=seed, after_task=t, batch_size=eval_batch_size,
+                                     n_samples=eval_samples, scores=want)
                 ood_auc = {s: metrics.roc_auc(s_in[s], s_out[s]) for s in want}
                 # the paper code's approximate AUC beside the exact one, to tell metric from model
                 ood_auc_reference = {s: metrics.roc_auc_reference_1000_thresholds(s_in[s], s_out[s]) for s in want}
