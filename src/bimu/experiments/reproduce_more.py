@@ -20,7 +20,7 @@ from pathlib import Path
 import dataclasses
 
 from bimu.experiments.reproduce import (ENTRIES, METHOD_NAMES, PAPER_METHOD_ORDER, Entry, Options, Report, Row,
-                                        Table, base_config, is_standin, row_dir)
+                                        Table, base_config, is_standin, row_dir, share_runs)
 
 # Appendix "Effect of Network Capacity" (tab:pmnist-results-2000neurons): acc last 5, OOD AUC, MMRR.
 PAPER_PMNIST_2000: dict[str, tuple[str, str, str]] = {
@@ -153,16 +153,20 @@ def rows_pmnist_2000(opts: Options) -> list[Row]:
 
 
 def rows_bwt(opts: Options) -> list[Row]:
-    """BWT needs the whole final row of the accuracy matrix: 1000-task Permuted MNIST evaluated on
-    every task at the end (binary methods), then OpenLORIS with all features (eight methods)."""
+    """BWT needs the whole final row of the accuracy matrix: 1000-task Permuted MNIST (binary methods,
+    the runs of ``pmnist-1000``, which evaluate every task at the end), then OpenLORIS with all features
+    (eight methods)."""
+    from bimu.experiments.reproduce import rows_pmnist_1000
+
     quick = opts.scale == "quick"
+    table1 = rows_pmnist_1000(opts)
     rows = []
     for m in (QUICK_METHODS[:1] if quick else PAPER_BWT_PMNIST):
         acc, mmrr, bwt = PAPER_BWT_PMNIST[m]
-        cfg = base_config(opts, tasks_full=1000, method=m, train_limit=100, test_limit=100, eval_final="all",
-                          eval_final_all_max=1000, ood=False)
+        cfg = next(r.config for r in table1 if r.slug == m)
         rows.append(Row(["Permuted MNIST (1000 tasks)", METHOD_NAMES[m]], f"pmnist-{m}", cfg,
                         {"headline": acc, "mmrr": mmrr, "bwt": bwt}))
+    share_runs(rows, "pmnist-1000", table1)
     bench = feature_benchmark(opts)
     n = 1024 if quick else None
     label = (f"OpenLORIS ({'all' if n is None else _fmt_features(n)} features)"

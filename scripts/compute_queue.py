@@ -1,0 +1,57 @@
+"""Run the full-scale reproductions as one resumable queue on one core, cheapest runs first.
+
+    python scripts/compute_queue.py OUT [--dry-run]
+
+Each item is ``bimu reproduce NAME --scale full --seeds N --rows ROW --jobs 1 --out OUT``: a finished
+run is reused as it is and an unfinished one resumes after its last completed task, so stopping this
+script (or losing the machine) and starting it again continues where it stopped. Start it from a frozen
+worktree so that every run of a table trains with the same code::
+
+    git worktree add --detach /work/repro/code HEAD
+    cp -r results/reproduce-full/runs /work/repro/      # finished and carried runs
+    cd /work/repro && PYTHONPATH=/work/repro/code/src nohup python code/scripts/compute_queue.py /work/repro &
+
+and copy what it finishes into the repository with ``scripts/keep_runs.py``.
+"""
+
+import subprocess
+import sys
+import time
+
+QUEUE = [
+    # (reproduction, row, seeds); one seed of the 1000-task stream is 6e7 steps
+    ("pmnist-1000", "sgd", 3),  # ~0.4 h a seed
+    ("pmnist-1000", "ewc-online", 3),  # ~0.7 h
+    ("pmnist-1000", "si", 3),  # ~0.8 h
+    ("pmnist-1000", "ste", 2),  # ~2.7 h
+    ("pmnist-1000", "bimu", 2),  # ~3 h
+    ("pmnist-1000", "bayesbinn", 2),  # ~2.9 h
+    ("pmnist-1000", "synaptic-metaplasticity", 2),  # ~3.9 h
+    ("pmnist-1000", "mesu", 1),  # ~12 h
+    ("pmnist-1000", "mesu", 2),
+]
+
+
+def command(out: str, name: str, row: str, seeds: int) -> list[str]:
+    return [sys.executable, "-m", "bimu", "reproduce", name, "--scale", "full", "--seeds", str(seeds),
+            "--rows", row, "--jobs", "1", "--threads", "1", "--out", out]
+
+
+def main(argv: list[str]) -> int:
+    args = [a for a in argv if a != "--dry-run"]
+    if len(args) != 1:
+        sys.exit(__doc__)
+    out = args[0]
+    for name, row, seeds in QUEUE:
+        cmd = command(out, name, row, seeds)
+        print(time.strftime("%Y-%m-%d %H:%M:%S"), " ".join(cmd[1:]), flush=True)
+        if "--dry-run" in argv:
+            continue
+        code = subprocess.call(cmd)
+        if code:
+            print(f"exit {code}: {name} {row} (its error.txt says why); going on", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
