@@ -27,6 +27,10 @@ QUEUE = [
     ("pmnist-1000", "bimu", 2),  # ~3 h
     ("pmnist-1000", "bayesbinn", 2),  # ~2.9 h
     ("pmnist-1000", "synaptic-metaplasticity", 2),  # ~3.9 h
+    # the memory-window rows whose runs are not in the repository (~18 min a seed)
+    *[("memory-window", f"bimu-N{n}", 2) for n in (100, 400, 1000, 1300, 1600, 1900, 100000)],
+    ("memory-window", "bayesbinn-exact-ratio", 2),
+    ("memory-window", "bayesbinn-away", 2),
     ("pmnist-1000", "mesu", 1),  # ~12 h
     ("pmnist-1000", "mesu", 2),
 ]

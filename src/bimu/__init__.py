@@ -1,6 +1,6 @@
 """bimu: active continual learning with metaplastic binary Bayesian neural networks.
 
-The package is laid out as a map of the paper (Bonnet et al., ICML 2026):
+The package is laid out as a map of the paper (Cottart, Ballet, Bonnet and Querlioz, ICML 2026):
 
 - :mod:`bimu.nn` - Bernoulli binary layers, activations, the paper's networks, MC prediction;
 - :mod:`bimu.optim` - update rules (BiMU and the baselines), one per file;

@@ -80,14 +80,22 @@ def _child(job: Job) -> None:  # pragma: no cover - runs in the forked process
     os._exit(code)
 
 
-def run_jobs(jobs: Sequence[Job], n: int = 1, log: Callable[[str], None] | None = None) -> dict[str, int]:
-    """Run ``jobs`` (at most ``n`` at a time, forked processes when ``n > 1``); returns the exit code of
-    each by key: 0 success, 1 failure (raised, non-zero exit or killed)."""
+def run_jobs(jobs: Sequence[Job], n: int = 1, log: Callable[[str], None] | None = None,
+             scheduler: str | None = None, shared: str | os.PathLike | None = None,
+             done: int = 0) -> dict[str, int]:
+    """Run ``jobs`` (at most ``n`` at a time, forked processes when ``n > 1``; with ``scheduler``, as
+    tasks of that Dask scheduler, :mod:`bimu.experiments.distributed`, whose workers must see the output
+    folder ``shared``; ``done`` of them are already complete); returns the exit code of each by key:
+    0 success, 1 failure (raised, non-zero exit or killed)."""
     log = log or (lambda s: print(s, file=sys.stderr, flush=True))
-    n = check_jobs(n)
     keys = [j.key for j in jobs]
     if len(set(keys)) != len(keys):
         raise ValueError("job keys must be unique")
+    if scheduler is not None:
+        from bimu.experiments.distributed import run_jobs_on
+
+        return run_jobs_on(scheduler, jobs, log, shared=shared, done=done)
+    n = check_jobs(n)
     if n == 1 or len(jobs) <= 1:
         return {j.key: _call(j, log) for j in jobs}
     import multiprocessing as mp

@@ -163,8 +163,7 @@ class RunDir:
         buf = io.BytesIO()
         np.save(buf, np.asarray(R, dtype=np.float64))
         atomic_write_bytes(self.file(MATRIX_NPY), buf.getvalue())
-        lines = [",".join("" if np.isnan(v) else f"{v:.6f}" for v in row) for row in np.asarray(R)]
-        atomic_write_text(self.file(MATRIX_CSV), "\n".join(lines) + "\n")
+        atomic_write_text(self.file(MATRIX_CSV), matrix_csv(R))
 
     def read_matrix(self) -> np.ndarray:
         """The accuracy matrix from ``accuracy_matrix.npy``."""
@@ -242,6 +241,23 @@ class RunDir:
 
     def __repr__(self) -> str:
         return f"RunDir({str(self.path)!r})"
+
+
+def matrix_csv(R) -> str:
+    """The accuracy matrix as CSV text: six decimals, an empty cell for NaN. Only the cells that hold a
+    number are formatted, so a 1000-task matrix (mostly empty) is written in milliseconds.
+
+    >>> matrix_csv(np.array([[0.5, np.nan], [0.25, 1.0]])).splitlines()
+    ['0.500000,', '0.250000,1.000000']
+    """
+    R = np.asarray(R, dtype=np.float64)
+    lines = []
+    for row in R:
+        cells = [""] * len(row)
+        for j in np.flatnonzero(~np.isnan(row)):
+            cells[j] = f"{row[j]:.6f}"
+        lines.append(",".join(cells))
+    return "\n".join(lines) + "\n"
 
 
 def pid_alive(pid: int) -> bool:

@@ -222,8 +222,7 @@ def run_stream(benchmark, method, schedule: EvalSchedule | None = None, *, seed:
         if train_limit is not None:
             x, y = x[:train_limit], y[:train_limit]
         method.check_batch(x, y)  # shapes, NaN, label range: once per task, not per step
-        xs, ys = x.split(batch_size), y.split(batch_size)
-        steps = len(xs)
+        steps = -(-len(y) // batch_size)
         bar.start_task(t, steps)
         chunk = 256
         online_correct, asked = 0, 0
@@ -237,11 +236,13 @@ def run_stream(benchmark, method, schedule: EvalSchedule | None = None, *, seed:
                 bar.update(min(chunk, steps - i))
         elif learner is None:
             learn = method.learn
+            xs, ys = x.split(batch_size), y.split(batch_size)
             for i in range(0, steps, chunk):
                 for xb, yb in zip(xs[i:i + chunk], ys[i:i + chunk]):
                     learn(xb, yb)
                 bar.update(min(chunk, steps - i))
         else:
+            xs, ys = x.split(batch_size), y.split(batch_size)
             for i in range(0, steps, chunk):
                 for xb, yb in zip(xs[i:i + chunk], ys[i:i + chunk]):
                     pred, ask = learner.predict_one(xb)
