@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from bimu.active import cli
-from bimu.active.sweep import method_hparams, run_stream, sweep, sweep_configs, write_sweep
+from bimu.experiments.sweep import method_hparams, run_stream, sweep, sweep_configs, write_sweep
 from bimu.data.feature_benchmarks import ArrayBenchmark
 
 

@@ -8,6 +8,7 @@ import pytest
 MODULES = ["bimu.data", "bimu.data.idx", "bimu.data.paths", "bimu.data.fetch", "bimu.data.mnist",
            "bimu.data.permuted", "bimu.data.benchmarks", "bimu.metrics", "bimu.experiments",
            "bimu.experiments.config", "bimu.experiments.schedule", "bimu.experiments.runner",
+           "bimu.experiments.stream", "bimu.experiments.progress",
            "bimu.experiments.rundir", "bimu.experiments.demo", "bimu.report", "bimu.report.tables",
            "bimu.report.plots", "bimu.cli"]
 

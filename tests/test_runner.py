@@ -12,8 +12,9 @@ import torch
 from bimu.experiments import runner
 from bimu.experiments.config import RunConfig
 from bimu.experiments.rundir import RunDir, seed_dir
-from bimu.experiments.runner import run_experiment, run_stream
+from bimu.experiments.runner import run_experiment
 from bimu.experiments.schedule import EvalSchedule
+from bimu.experiments.stream import eval_generator, run_stream
 from bimu.methods import create_method
 from test_runner_fakes import N_CLASSES, N_FEATURES, BoundedBiMU, FakeBenchmark, strip_timing
 
@@ -251,9 +252,9 @@ def test_active_mode_without_bimu_active_is_a_clear_error(monkeypatch):
 
 
 def test_eval_generator_is_deterministic_and_distinct():
-    a = torch.rand(3, generator=runner.eval_generator(0, 2, 1))
-    b = torch.rand(3, generator=runner.eval_generator(0, 2, 1))
-    c = torch.rand(3, generator=runner.eval_generator(0, 2, 0))
+    a = torch.rand(3, generator=eval_generator(0, 2, 1))
+    b = torch.rand(3, generator=eval_generator(0, 2, 1))
+    c = torch.rand(3, generator=eval_generator(0, 2, 0))
     assert torch.equal(a, b) and not torch.equal(a, c)
 
 

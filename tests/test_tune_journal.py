@@ -10,8 +10,9 @@ import pytest
 
 optuna = pytest.importorskip("optuna")
 
-from bimu.experiments import search_spaces as ss  # noqa: E402
-from bimu.experiments import tune, tune_cli  # noqa: E402
+from bimu import tune  # noqa: E402
+from bimu.tune import cli as tune_cli  # noqa: E402
+from bimu.tune import spaces as ss  # noqa: E402
 from bimu.methods import get_method  # noqa: E402
 
 TINY = {"n_tasks": 2, "n_train": 16, "n_eval": 32, "hidden": 0}
@@ -191,7 +192,7 @@ def _fake_modules(monkeypatch, *, validation=True):
     entry.accepts = lambda key: key in __import__("inspect").signature(entry.factory).parameters
     benchmarks = types.ModuleType("bimu.data.benchmarks")
     benchmarks.benchmark_entry = lambda name: entry
-    runner = types.ModuleType("bimu.experiments.runner")
+    runner = types.ModuleType("bimu.experiments.stream")
 
     def run_stream(benchmark, method, schedule=None, *, seed=0, n_tasks=None, ood=True, on_task_end=None):
         runs.append(dict(benchmark=benchmark, method=method, seed=seed, n_tasks=n_tasks, ood=ood))
@@ -208,7 +209,7 @@ def _fake_modules(monkeypatch, *, validation=True):
     runner.run_stream, runner.evaluate = run_stream, evaluate
     runner.eval_generator = lambda seed, t, j: None
     monkeypatch.setitem(sys.modules, "bimu.data.benchmarks", benchmarks)
-    monkeypatch.setitem(sys.modules, "bimu.experiments.runner", runner)
+    monkeypatch.setitem(sys.modules, "bimu.experiments.stream", runner)
     return built, runs
 
 
@@ -253,6 +254,6 @@ def test_default_evaluator_refuses_a_benchmark_without_validation_split(monkeypa
 
 
 def test_default_evaluator_without_a_runner_is_a_clear_error(monkeypatch):
-    monkeypatch.setitem(sys.modules, "bimu.experiments.runner", types.ModuleType("bimu.experiments.runner"))
+    monkeypatch.setitem(sys.modules, "bimu.experiments.stream", types.ModuleType("bimu.experiments.stream"))
     with pytest.raises(tune.TuneSetupError, match="run_stream"):
         tune.runner_evaluate("bimu", {}, 0, {"benchmark": "pmnist", "validation": True})

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bimu.experiments import tune
-from bimu.experiments.tune import (
+from bimu import tune
+from bimu.tune import (
     TuneConfig,
     check_weights,
     h_per_task,
@@ -117,11 +117,11 @@ def test_config_checks():
 
 
 def test_module_works_without_optuna_and_cli_says_how_to_install(tmp_path):
-    """``import bimu.experiments.tune`` needs no Optuna; ``bimu tune`` then names the extra."""
+    """``import bimu.tune`` needs no Optuna; ``bimu tune`` then names the extra."""
     src = Path(tune.__file__).resolve().parents[2]
     code = (
         "import sys; sys.modules['optuna'] = None\n"
-        "from bimu.experiments import tune, tune_cli\n"
+        "from bimu import tune\nfrom bimu.tune import cli as tune_cli\n"
         "assert tune.objective_h([[0.5]]) == 0.5\n"
         f"sys.exit(tune_cli.main(['blobs', '--method', 'bimu', '--evaluator', 'synthetic', '--out', {str(tmp_path)!r}]))\n"
     )

@@ -21,7 +21,7 @@ import pytest
 
 optuna = pytest.importorskip("optuna")
 
-from bimu.experiments import tune  # noqa: E402
+from bimu import tune  # noqa: E402
 
 SRC = Path(tune.__file__).resolve().parents[2]
 
@@ -86,7 +86,7 @@ def test_two_workers_share_one_study(postgres_url, tmp_path):
     study_name = f"ci-two-workers-{uuid.uuid4().hex[:8]}"
     env = dict(os.environ, PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""),
                OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    cmd = [sys.executable, "-m", "bimu.experiments.tune_cli", "blobs", "--method", "bimu",
+    cmd = [sys.executable, "-m", "bimu.tune.cli", "blobs", "--method", "bimu",
            "--evaluator", "synthetic", "--trials", "8", "--storage", postgres_url, "--study-name", study_name,
            "--heartbeat-interval", "5", "--poll-interval", "0.3", "--quiet",
            "--option", "n_tasks=2", "--option", "n_train=12", "--option", "n_eval=24", "--option", "hidden=0"]

@@ -11,8 +11,9 @@ import pytest
 
 optuna = pytest.importorskip("optuna")
 
-from bimu.experiments import search_spaces as ss  # noqa: E402
-from bimu.experiments import tune  # noqa: E402
+from bimu import tune  # noqa: E402
+from bimu.tune import search  # noqa: E402
+from bimu.tune import spaces as ss  # noqa: E402
 
 TS = optuna.trial.TrialState
 
@@ -106,7 +107,7 @@ def test_a_trial_past_the_budget_is_failed_before_evaluating(tmp_path, monkeypat
     """Two workers racing for the last slot: the later trial stops at once, marked over budget."""
     config = tune.TuneConfig("blobs", "bimu", trials=1, out_dir=str(tmp_path), poll_interval=0.2, timeout=1.0)
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    real_counts = tune._counts
+    real_counts = search._counts
 
     def racy_counts(study):  # until this worker asks, its looks miss the other worker's fresh trial
         counts = real_counts(study)
@@ -124,7 +125,7 @@ def test_a_trial_past_the_budget_is_failed_before_evaluating(tmp_path, monkeypat
         study = optuna.create_study(storage=tune.make_storage(config.resolved()), study_name="blobs-bimu",
                                     direction="maximize")
         start_trial(study, sleeper.pid)          # the other worker holds the only slot
-        monkeypatch.setattr(tune, "_counts", racy_counts)
+        monkeypatch.setattr(search, "_counts", racy_counts)
         result = tune.run_tune(config, evaluate=evaluate)
     finally:
         sleeper.kill()

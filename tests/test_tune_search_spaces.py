@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from bimu.experiments import search_spaces as ss
+from bimu.tune import spaces as ss
 from bimu.methods import available_methods, get_method
 from bimu.methods.base import MethodInfo, hyperparameter_table, positive
 from bimu.methods.bimu import BiMUMethod

@@ -20,7 +20,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "bimu.active.cli",
     "bimu.edge.cli",
     "bimu.engine.cli",
-    "bimu.experiments.tune_cli",
+    "bimu.tune.cli",
     "bimu.experiments.tables",
     "bimu.experiments.status",
     "bimu.experiments.evaluate",

@@ -85,7 +85,7 @@ def _run_active(args) -> int:
 
 
 def _sweep(args) -> int:
-    from bimu.active.sweep import sweep, write_sweep
+    from bimu.experiments.sweep import sweep, write_sweep
 
     bench, preset, hp = _load(args)
     grids = {}

@@ -188,7 +188,7 @@ def run_jobs(jobs, out, log=print) -> None:
     """Run every job not yet in ``<out>/runs.jsonl``, appending one line per finished run."""
     import fcntl  # POSIX: one writer per output folder
 
-    from bimu.active.sweep import run_stream
+    from bimu.experiments.sweep import run_stream
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

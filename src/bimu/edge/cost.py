@@ -27,6 +27,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 
+from bimu.engine.build import build_method
+
 PAPER_K = 2
 """MC predictors of the paper's compute-cost appendix (OpenLORIS-8192, variation ratio)."""
 PAPER_QUERY_RATE = 0.033
@@ -88,18 +90,6 @@ def _timed(fn) -> float:
     t = time.perf_counter()
     fn()
     return time.perf_counter() - t
-
-
-def _fused_trainer(sizes, hparams, seed):
-    try:
-        from bimu import engine
-    except ImportError:
-        return None
-    supports = getattr(engine, "supports", None)
-    create = getattr(engine, "create_fused", None)
-    if supports is None or create is None or not supports("bimu", sizes, hparams):
-        return None
-    return create("bimu", sizes, seed, hparams)
 
 
 @dataclasses.dataclass
@@ -240,8 +230,8 @@ def compute_cost_table(sizes: Sequence[int] = (8192, 19), preset: str | None = "
             return _timed(run)
 
         trainers = {"torch": method}
-        fused = _fused_trainer(sizes, method.hparams, seed)
-        if fused is not None:
+        fused, engine = build_method("bimu", sizes, seed, method.hparams, threads=None)
+        if engine == "fused":
             trainers["fused"] = fused
         for name, factory in (train_steps or {}).items():
             trainers[name] = factory(sizes, method.hparams, seed)

@@ -75,8 +75,8 @@ def evaluate_run(path: str | Path, *, tasks: Sequence[str] = ("current",), optio
     or more) of the accuracy and of each score's AUC. Every input is checked before the model is loaded.
     """
     from bimu import metrics
-    from bimu.experiments.runner import (CHECKPOINT_FORMAT, evaluate_ood, evaluate_test_task, make_benchmark,
-                                         make_method)
+    from bimu.experiments.runner import make_benchmark, make_method
+    from bimu.experiments.stream import CHECKPOINT_FORMAT, evaluate_ood, evaluate_test_task
 
     if eval_samples is not None and int(eval_samples) < 1:
         raise ValueError(f"--eval-samples must be >= 1, got {eval_samples}")

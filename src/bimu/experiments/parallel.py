@@ -37,7 +37,7 @@ class Job:
         return self.fn(*self.args)
 
 
-PRELOAD = ("torch", "numpy", "bimu.experiments.runner", "bimu.active.sweep")
+PRELOAD = ("torch", "numpy", "bimu.experiments.runner", "bimu.experiments.sweep")
 """Modules the fork server imports once, so that each job starts without importing them again."""
 
 

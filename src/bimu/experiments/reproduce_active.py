@@ -207,7 +207,7 @@ def rule_params(score: str, threshold=None, *, budget=None, gamma=0.5, k=10, met
 
 
 def _grid_rows(opts: Options, setup: ALSetup, points: dict) -> list[ALRow]:
-    from bimu.active.sweep import DEFAULT_GRIDS
+    from bimu.experiments.sweep import DEFAULT_GRIDS
 
     quick = opts.scale == "quick"
     rows = [ALRow([SCORE_NAMES["all"], "-"], "all", rule_params("all", preset=setup.preset),
@@ -272,7 +272,7 @@ def _job_config(setup: ALSetup, opts: Options, row: ALRow, seed: int) -> dict:
 def run_one(setup: ALSetup, opts: Options, entry: str, row: ALRow, seed: int) -> int:
     """Run (or reuse) one (row, seed) into its run directory; ValueError if the directory holds a run
     of another configuration."""
-    from bimu.active.sweep import run_stream
+    from bimu.experiments.sweep import run_stream
     from bimu.experiments.rundir import RunDir, dumps
 
     rd = RunDir(run_dir_of(opts, entry, row, seed))

@@ -1,4 +1,4 @@
-"""The ``bimu tune`` subcommand (also runnable as ``python -m bimu.experiments.tune_cli``).
+"""The ``bimu tune`` subcommand (also runnable as ``python -m bimu.tune.cli``).
 
 ::
 
@@ -9,7 +9,7 @@
 
 Every worker started with the same ``--storage`` and ``--study-name`` joins the same study;
 ``--trials`` is the total for the study. The best trial is written to ``<out>/best_config.json``
-(and ``--export FILE``), a config for ``bimu run --config FILE``. See :mod:`bimu.experiments.tune`.
+(and ``--export FILE``), a config for ``bimu run --config FILE``. See :mod:`bimu.tune`.
 """
 
 from __future__ import annotations
@@ -21,8 +21,12 @@ import socket
 import sys
 from typing import Any
 
-from bimu.experiments import tune as _tune
 from bimu.experiments.config import parse_benchmark_option
+from bimu.tune.config import TuneConfig
+from bimu.tune.objective import DEFAULT_WEIGHTS, REDUCTIONS
+from bimu.tune.search import run_tune, write_json
+from bimu.tune.spaces import check_search_space
+from bimu.tune.storage import INSTALL_HINT
 
 
 def _option(text: str) -> tuple[str, Any]:
@@ -54,9 +58,9 @@ def configure_parser(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--study-name", default=None, help="study name (default <benchmark>-<method>)")
     p.add_argument("--out", default=None, help="output directory (default runs/tune/<study-name>)")
     p.add_argument("--export", default=None, metavar="FILE", help="also write the best config here")
-    p.add_argument("--weights", type=float, nargs=3, default=list(_tune.DEFAULT_WEIGHTS),
+    p.add_argument("--weights", type=float, nargs=3, default=list(DEFAULT_WEIGHTS),
                    metavar=("W1", "W2", "W3"), help="weights of Acc_0, mean Acc, Acc_t (sum to 1)")
-    p.add_argument("--objective", choices=_tune.REDUCTIONS, default="final",
+    p.add_argument("--objective", choices=REDUCTIONS, default="final",
                    help="trial value: H at the final task, or the mean of H_t over tasks")
     p.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds per trial (value = mean)")
     p.add_argument("--preset", default=None,
@@ -82,9 +86,9 @@ def configure_parser(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return p
 
 
-def config_from_args(args: argparse.Namespace) -> _tune.TuneConfig:
-    """The :class:`~bimu.experiments.tune.TuneConfig` of parsed arguments."""
-    return _tune.TuneConfig(
+def config_from_args(args: argparse.Namespace) -> TuneConfig:
+    """The :class:`~bimu.tune.config.TuneConfig` of parsed arguments."""
+    return TuneConfig(
         benchmark=args.benchmark, method=args.method, trials=args.trials, storage=args.storage,
         study_name=args.study_name, out_dir=args.out, weights=tuple(args.weights), reduce=args.objective,
         seeds=tuple(args.seeds), preset=args.preset,
@@ -103,17 +107,15 @@ def run_command(args: argparse.Namespace) -> int:
 
     try:
         if args.show_space:
-            from bimu.experiments.search_spaces import check_search_space
-
             space = check_search_space(args.method, strict=not args.skip_unknown_hparams, preset=args.preset)
             print(json.dumps(space, indent=2))
             return 0
         config = config_from_args(args)
         log = (lambda m: None) if args.quiet else (lambda m: print(f"bimu tune: {m}", file=sys.stderr, flush=True))
-        result = _tune.run_tune(config, log=log)
+        result = run_tune(config, log=log)
     except ModuleNotFoundError as exc:
         if exc.name == "optuna":
-            return err(_tune.INSTALL_HINT)
+            return err(INSTALL_HINT)
         if exc.name and exc.name.split(".")[0] in ("psycopg2", "psycopg", "pymysql", "MySQLdb"):
             return err(str(exc))
         raise
@@ -132,13 +134,13 @@ def run_command(args: argparse.Namespace) -> int:
     if result.best_config_path:
         worker_file = os.path.join(os.path.dirname(result.best_config_path),
                                    f"worker-{socket.gethostname()}-{os.getpid()}.json")
-        _tune.write_json(worker_file, summary)
+        write_json(worker_file, summary)
     print(json.dumps(summary))
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m bimu.experiments.tune_cli ARGS`` (the same arguments as ``bimu tune``)."""
+    """``python -m bimu.tune.cli ARGS`` (the same arguments as ``bimu tune``)."""
     parser = configure_parser(argparse.ArgumentParser(prog="bimu tune", description=__doc__.split("::")[0].strip()))
     return run_command(parser.parse_args(argv))
 

@@ -230,7 +230,7 @@ def get_search_space(method) -> SearchSpace:
         return SEARCH_SPACES[name]
     raise ValueError(
         f"method {name!r} declares no search space (no 'search_space' classmethod and no entry in "
-        f"bimu.experiments.search_spaces.SEARCH_SPACES); methods with one: {sorted(SEARCH_SPACES)}"
+        f"bimu.tune.spaces.SEARCH_SPACES); methods with one: {sorted(SEARCH_SPACES)}"
     )
 
 

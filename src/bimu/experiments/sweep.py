@@ -1,10 +1,11 @@
 """One-pass active streams over a benchmark, and the threshold sweep (accuracy vs queried fraction).
 
-:func:`run_stream` runs one method through every task of a benchmark with an acquisition rule,
-then evaluates on every task's test set (after the whole stream; accuracies are averaged over tasks,
-overall and separately on rare and frequent classes). :func:`sweep` runs it for each (score,
-threshold) pair and seed, plus the 100%-update baseline (every example learned), and
-:func:`write_sweep` writes ``sweep.csv``, ``sweep.md``, ``sweep.json`` and ``sweep.png``.
+:func:`run_stream` runs one method through every task of a benchmark with an acquisition rule
+(the one online loop, :func:`bimu.experiments.stream.stream_tasks`), then evaluates on every task's
+test set (after the whole stream; accuracies are averaged over tasks, overall and separately on rare
+and frequent classes). :func:`sweep` runs it for each (score, threshold) pair and seed, plus the
+100%-update baseline (every example learned), and :func:`write_sweep` writes ``sweep.csv``,
+``sweep.md``, ``sweep.json`` and ``sweep.png``.
 
 >>> rows = [{"score": "all", "threshold": float("nan"), "seed": 0, "accuracy": 0.8, "query_fraction": 1.0},
 ...         {"score": "vr", "threshold": 0.1, "seed": 0, "accuracy": 0.795, "query_fraction": 0.05}]
@@ -29,7 +30,9 @@ from bimu.active.learner import ActiveLearner, make_acquisition
 from bimu.atomic import atomic_write_text
 from bimu.data.features import StreamingStandardizer
 from bimu.data.imbalance import split_accuracy
-from bimu.methods import create_method, get_method
+from bimu.engine.build import build_method
+from bimu.experiments.stream import stream_tasks
+from bimu.methods import get_method
 
 DEFAULT_GRIDS = {
     "vr": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6],
@@ -78,40 +81,22 @@ def run_stream(benchmark, method: str = "bimu", strategy: str = "vr", threshold:
     transformed with the statistics of the examples before it; test data with the final statistics).
     The final evaluation draws the method's own number of evaluation samples (``n_eval_samples``),
     not ``mc_samples``, so runs with different query K are evaluated alike.
-    ``engine``: ``"auto"`` runs the fused engine (:mod:`bimu.engine`) when it supports the method,
-    ``"torch"`` always the torch method, ``"fused"`` requires the engine (same results up to float
-    rounding; the fused path is several times faster). The result's ``engine`` says which ran.
+    ``engine`` is :func:`~bimu.engine.build.build_method`'s: ``"auto"`` runs the fused engine when it
+    supports the method, ``"torch"`` always the torch method, ``"fused"`` requires the engine (same
+    results up to float rounding; the fused path is several times faster). The result's ``engine``
+    says which ran.
     """
     hp = method_hparams(method, preset, hparams)
-    model, used = make_model(method, [benchmark.n_features, benchmark.n_classes], seed, hp, engine)
+    model, used = build_method(method, [benchmark.n_features, benchmark.n_classes], seed, hp, engine)
     acq = make_acquisition(strategy, threshold=threshold, budget=budget, budget_exponent=budget_exponent,
                            mc_samples=mc_samples, seed=seed)
     learner = ActiveLearner(model, acq)
     std = StreamingStandardizer(benchmark.n_features) if standardize else None
-    for t in range(benchmark.n_tasks):
-        learner.task = t
-        X, y = benchmark.train_task(t, seed)
-        if std is None and acq.strategy == "random":
-            _learn_random_subset(learner, X, y, t)
-            continue
-        for i in range(len(y)):
-            x = X[i : i + 1]
-            if std is not None:
-                raw = x.numpy()
-                x = torch.from_numpy(std.transform(raw))
-                std.update(raw)
-            if acq.strategy == "all" and not baseline_predicts:
-                if std is None and hasattr(model, "learn_many"):  # one compiled call for the whole task
-                    model.learn_many(X, y)
-                    learner.ledger.record_bulk_updates(len(y), t)
-                    break
-                learner.learn_one(x, y[i : i + 1])
-                continue
-            _, ask = learner.predict_one(x, y[i : i + 1] if acq.needs_labels else None)
-            if ask:
-                learner.learn_one(x, y[i : i + 1])
-        if model.info.needs_task_boundaries:
-            model.task_end()
+    # 'all' (unless asked to predict) and 'random' (unstandardised) decide without the K forward passes
+    predict = not ((acq.strategy == "all" and not baseline_predicts) or (acq.strategy == "random" and std is None))
+    for _ in stream_tasks(benchmark, model, seed=seed, tasks=range(benchmark.n_tasks), learner=learner,
+                          predict=predict, transform=None if std is None else _prequential(std)):
+        pass
     eval_bench = benchmark if std is None else _StandardizedView(benchmark, std)
     result = evaluate(model, eval_bench, mc_samples=None,
                       generator=torch.Generator().manual_seed(seed * 31 + 0xE7A1))
@@ -132,42 +117,18 @@ def run_stream(benchmark, method: str = "bimu", strategy: str = "vr", threshold:
     return result
 
 
-def _learn_random_subset(learner, X, y, task) -> None:
-    """One task of random querying: draw every decision, then learn the queried rows in order
-    (identical to deciding and learning example by example: the decisions use their own generator)."""
-    acq, ledger, model = learner.acquisition, learner.ledger, learner.method
-    asked = []
-    for i in range(len(y)):
-        ask = acq.decide(None, ledger.labels_queried, ledger.examples_seen)[0]
-        ledger.record_prediction(ask, forward_passes=0, task=task)
-        if ask:
-            asked.append(i)
-            ledger.record_update()
-    idx = torch.as_tensor(asked, dtype=torch.int64)
-    if len(asked) and hasattr(model, "learn_many"):
-        model.learn_many(X[idx], y[idx])
-    else:
-        for i in asked:
-            model.learn(X[i : i + 1], y[i : i + 1])
-    model.observe_unlabelled(len(y) - len(asked))
+def _prequential(std: StreamingStandardizer):
+    """A task's inputs standardised in stream order: each row with the statistics of the rows before it
+    (then folded into ``std``), as it would be on arrival."""
+    def transform(X: torch.Tensor) -> torch.Tensor:
+        out = np.empty(tuple(X.shape), dtype=np.float32)
+        for i in range(len(X)):
+            raw = X[i:i + 1].numpy()
+            out[i:i + 1] = std.transform(raw)
+            std.update(raw)
+        return torch.from_numpy(out)
 
-
-def make_model(method: str, sizes, seed: int, hparams: Mapping, engine: str = "auto"):
-    """``(method object, "fused" | "torch")``: the fused engine when ``engine`` allows and supports it."""
-    if engine not in ("auto", "torch", "fused"):
-        raise ValueError(f"engine must be auto, torch or fused, got {engine!r}")
-    if engine != "torch":
-        try:
-            from bimu.engine import create_fused, supports
-        except ImportError as e:  # pragma: no cover - the engine ships with bimu
-            if engine == "fused":
-                raise ValueError(f"the fused engine is not available: {e}") from None
-        else:
-            if supports(method, list(sizes), dict(hparams)):
-                return create_fused(method, list(sizes), seed, dict(hparams), threads=1), "fused"
-            if engine == "fused":
-                raise ValueError(f"the fused engine does not support {method!r} with these hyperparameters")
-    return create_method(method, list(sizes), seed=seed, **hparams), "torch"
+    return transform
 
 
 class _StandardizedView:

@@ -1,0 +1,391 @@
+"""One method streamed through one benchmark: the one online loop, its evaluation, and the runner's stream.
+
+:func:`stream_tasks` is the loop every stream runs: :func:`run_stream` below, the active-learning sweep
+(:func:`bimu.experiments.sweep.run_stream`) and tuning's synthetic stream
+(:func:`bimu.tune.evaluators.synthetic_evaluate`). For each task it takes the task's training examples
+in presentation order (``benchmark.train_task(task, seed)``, the first ``train_limit`` of them, through
+``transform`` if given), checks them once (``method.check_batch``), learns them with :func:`learn_task`,
+calls ``task_end()`` for methods that declare ``needs_task_boundaries``, and yields a :class:`TaskDone`;
+the caller evaluates, records or checkpoints before the next task starts. :func:`learn_task` learns
+one task: labelled (batch by batch; a method with ``learn_many`` takes 4096 batch-size-1 steps per
+compiled call, the same as one ``learn`` per example), or through an active learner (``predict_one``
+on each example, ``learn_one`` on those it asks for).
+
+:func:`evaluate` gives a method's accuracy and uncertainty scores on a set; :func:`evaluate_test_task`
+and :func:`evaluate_ood` evaluate a task's test set and the OOD set with the generator a run draws
+for them (:func:`eval_generator`).
+
+:func:`run_stream` is the runner's stream of one seed: batch size 1 by default, an explicit
+:class:`~bimu.experiments.schedule.EvalSchedule`, OOD ROC-AUC (exact) from the method's uncertainty
+scores, a checkpoint after each completed task and exact resume from it; :func:`summarize` condenses
+its accuracy matrix and records.
+
+Determinism: the training order comes from the benchmark (seed, task); training randomness from the
+method's training generator (saved in checkpoints); every evaluation uses a fresh generator seeded
+from (seed, after-task, evaluated task), so evaluation never touches the training stream and the same
+entry of the accuracy matrix gets the same value whatever the schedule and whether or not the run was
+resumed.
+
+>>> from bimu.methods import create_method
+>>> from bimu.data.feature_benchmarks import ArrayBenchmark
+>>> rng = np.random.default_rng(0)
+>>> bench = ArrayBenchmark("toy", [(rng.normal(size=(20, 4)).astype(np.float32), rng.integers(0, 2, 20))] * 2,
+...                        [(rng.normal(size=(8, 4)).astype(np.float32), rng.integers(0, 2, 8))] * 2)
+>>> method = create_method("sgd", [4, 2], seed=0)
+>>> [(done.task, done.n_train, done.steps) for done in stream_tasks(bench, method, seed=0, tasks=range(2))]
+[(0, 20, 20), (1, 20, 20)]
+>>> method.examples_seen
+40
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from bimu import metrics
+from bimu.experiments.progress import Progress
+from bimu.experiments.rundir import RunDir
+from bimu.experiments.schedule import EvalSchedule
+
+CHECKPOINT_FORMAT = 1
+"""Version of the checkpoint a run directory holds (a checkpoint of another format is refused)."""
+_EVAL_TAG, _OOD_TAG = 0xE1, 0x00D
+
+# --------------------------------------------------------------------------------- the loop
+LEARN_MANY_CHUNK = 4096
+"""Batch-size-1 steps per ``learn_many`` call (one compiled call of the fused engine)."""
+PROGRESS_CHUNK = 256
+"""Steps between two progress updates of a per-example loop."""
+
+
+@dataclasses.dataclass
+class TaskDone:
+    """One task learned: its training examples and steps, the training time (``task_end`` excluded),
+    and in active mode the right online predictions and the labels asked for."""
+
+    task: int
+    n_train: int
+    steps: int
+    train_seconds: float
+    online_correct: int = 0
+    asked: int = 0
+
+
+def stream_tasks(benchmark, method, *, seed: int, tasks: Iterable[int], learner=None, predict: bool = True,
+                 batch_size: int = 1, train_limit: int | None = None,
+                 transform: Callable[[torch.Tensor], torch.Tensor] | None = None,
+                 progress: Progress | None = None) -> Iterator[TaskDone]:
+    """Learn ``tasks`` of ``benchmark`` in order with ``method`` (see the module docs); yields after each.
+
+    ``learner``, ``predict`` and ``batch_size`` are :func:`learn_task`'s (checked here, before any task);
+    ``learner.task`` is set to the task being learned. ``transform(x)`` maps a task's training inputs
+    before they are checked and learned. ``progress`` shows the steps of each task.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if learner is not None and batch_size != 1:
+        raise ValueError("active learning runs with batch_size 1")
+    return _stream(benchmark, method, seed, tasks, learner, predict, batch_size, train_limit, transform,
+                   progress if progress is not None else Progress(0, enabled=False))
+
+
+def _stream(benchmark, method, seed, tasks, learner, predict, batch_size, train_limit, transform, bar):
+    boundaries = bool(method.info.needs_task_boundaries)
+    for t in tasks:
+        x, y = benchmark.train_task(t, seed)
+        if train_limit is not None:
+            x, y = x[:train_limit], y[:train_limit]
+        if transform is not None:
+            x = transform(x)
+        method.check_batch(x, y)  # shapes, NaN, label range: once per task, not per step
+        if learner is not None:
+            learner.task = t
+        steps = -(-len(y) // batch_size)
+        bar.start_task(t, steps)
+        t0 = time.perf_counter()
+        correct, asked = learn_task(method, x, y, learner=learner, predict=predict, batch_size=batch_size,
+                                    task=t, progress=bar)
+        train_s = time.perf_counter() - t0
+        if boundaries:
+            method.task_end()
+        yield TaskDone(task=t, n_train=int(len(y)), steps=steps, train_seconds=train_s, online_correct=correct,
+                       asked=asked)
+
+
+def learn_task(method, x: torch.Tensor, y: torch.Tensor, *, learner=None, predict: bool = True,
+               batch_size: int = 1, task: int | None = None, progress: Progress | None = None) -> tuple[int, int]:
+    """Learn one task's examples ``(x, y)`` in order; returns ``(right online predictions, labels asked)``.
+
+    - No ``learner``: every batch of ``batch_size`` examples is learned (``learn_many`` in chunks of
+      :data:`LEARN_MANY_CHUNK` where the method has it and ``batch_size`` is 1).
+    - ``learner`` (``batch_size`` 1) and ``predict``: per example ``pred, ask = learner.predict_one(x)``
+      (with the label too for a rule that needs it, the oracle ``vr-true``), then
+      ``learner.learn_one(x, y)`` if asked.
+    - ``learner`` without ``predict``, for the rules that decide without the MC samples: ``all`` learns
+      every example as without a learner and records them in ``learner.ledger``; ``random`` draws every
+      decision first (its own generator, so the same decisions), then learns the asked examples in order.
+    """
+    bar = progress if progress is not None else Progress(0, enabled=False)
+    if learner is None:
+        _learn_all(method, x, y, batch_size, bar)
+        return 0, 0
+    if not predict:
+        strategy = learner.acquisition.strategy
+        if strategy == "all":
+            _learn_all(method, x, y, 1, bar)
+            learner.ledger.record_bulk_updates(len(y), task)
+            return 0, len(y)
+        if strategy == "random":
+            return 0, _learn_random_subset(learner, x, y, task, bar)
+        raise ValueError(f"acquisition {strategy!r} decides from the MC predictions: it needs predict=True")
+    oracle = bool(getattr(getattr(learner, "acquisition", None), "needs_labels", False))
+    xs, ys = x.split(1), y.split(1)
+    steps = len(xs)
+    correct = asked = 0
+    for i in range(0, steps, PROGRESS_CHUNK):
+        for xb, yb in zip(xs[i:i + PROGRESS_CHUNK], ys[i:i + PROGRESS_CHUNK]):
+            pred, ask = learner.predict_one(xb, yb) if oracle else learner.predict_one(xb)
+            correct += int(int(torch.as_tensor(pred).reshape(-1)[0]) == int(yb[0]))
+            if ask:
+                learner.learn_one(xb, yb)
+                asked += 1
+        bar.update(min(PROGRESS_CHUNK, steps - i), correct / min(i + PROGRESS_CHUNK, steps))
+    return correct, asked
+
+
+def _learn_all(method, x, y, batch_size, bar) -> None:
+    """Learn every example of ``(x, y)`` in order, ``batch_size`` per step."""
+    if batch_size == 1 and hasattr(method, "learn_many"):
+        for i in range(0, len(y), LEARN_MANY_CHUNK):
+            method.learn_many(x[i:i + LEARN_MANY_CHUNK], y[i:i + LEARN_MANY_CHUNK])
+            bar.update(min(LEARN_MANY_CHUNK, len(y) - i))
+        return
+    xs, ys = x.split(batch_size), y.split(batch_size)
+    learn = method.learn
+    for i in range(0, len(xs), PROGRESS_CHUNK):
+        for xb, yb in zip(xs[i:i + PROGRESS_CHUNK], ys[i:i + PROGRESS_CHUNK]):
+            learn(xb, yb)
+        bar.update(min(PROGRESS_CHUNK, len(xs) - i))
+
+
+def _learn_random_subset(learner, x, y, task, bar) -> int:
+    """One task of random querying: draw every decision, then learn the asked rows in order (the same as
+    deciding and learning example by example: the decisions use their own generator); returns how many."""
+    acq, ledger, method = learner.acquisition, learner.ledger, learner.method
+    asked = []
+    for i in range(len(y)):
+        ask = acq.decide(None, ledger.labels_queried, ledger.examples_seen)[0]
+        ledger.record_prediction(ask, forward_passes=0, task=task)
+        if ask:
+            asked.append(i)
+            ledger.record_update()
+    idx = torch.as_tensor(asked, dtype=torch.int64)
+    if len(asked) and hasattr(method, "learn_many"):
+        method.learn_many(x[idx], y[idx])
+    else:
+        for i in asked:
+            method.learn(x[i:i + 1], y[i:i + 1])
+    method.observe_unlabelled(len(y) - len(asked))
+    bar.update(len(y))
+    return len(asked)
+
+
+# --------------------------------------------------------------------------------- evaluation
+def eval_generator(seed: int, after_task: int, task: int, tag: int = _EVAL_TAG) -> torch.Generator:
+    """A fresh generator for one evaluation, seeded from ``(seed, after_task, task, tag)``."""
+    state = np.random.SeedSequence([int(seed), int(after_task), int(task) + 1, int(tag)]).generate_state(1, np.uint64)
+    return torch.Generator().manual_seed(int(state[0]) & ((1 << 63) - 1))
+
+
+def score_functions(names: Sequence[str]) -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
+    """Uncertainty score functions by name (see :mod:`bimu.uncertainty`)."""
+    from bimu.uncertainty import UNCERTAINTY_SCORES
+
+    return {n: UNCERTAINTY_SCORES[n] for n in names}
+
+
+@torch.no_grad()
+def evaluate(method, x: torch.Tensor, y: torch.Tensor | None, *, batch_size: int = 1000,
+             n_samples: int | None = None, generator: torch.Generator | None = None,
+             scores: Sequence[str] = ()) -> tuple[float | None, dict[str, np.ndarray]]:
+    """Accuracy of ``method`` on ``(x, y)`` (``None`` if ``y`` is None) and per-example ``scores``.
+
+    Uses ``method.predict_proba`` in batches; the prediction is the argmax of the mean over samples
+    of the log-probabilities (the paper's rule).
+    """
+    fns = score_functions(scores)
+    correct, out = 0, {n: [] for n in fns}
+    for i in range(0, len(x), batch_size):
+        p = method.predict_proba(x[i:i + batch_size], n_samples=n_samples, generator=generator)
+        if y is not None:
+            pred = torch.log(p.clamp_min(1e-30)).mean(0).argmax(-1)
+            correct += int((pred == y[i:i + batch_size]).sum())
+        for n, f in fns.items():
+            out[n].append(f(p).to(torch.float64).numpy())
+    acc = correct / len(x) if y is not None else None
+    return acc, {n: np.concatenate(v) if v else np.zeros(0) for n, v in out.items()}
+
+
+def evaluate_test_task(method, benchmark, task: int, *, seed: int, after_task: int, test_limit: int | None = None,
+                       batch_size: int = 1000, n_samples: int | None = None,
+                       scores: Sequence[str] = ()) -> tuple[float, dict[str, np.ndarray]]:
+    """:func:`evaluate` on ``task``'s test set (its first ``test_limit`` examples) with the generator a run
+    draws for it after ``after_task``: the same accuracy and scores as the run's, wherever it is called."""
+    xt, yt = benchmark.test_task(task)
+    if test_limit is not None:
+        xt, yt = xt[:test_limit], yt[:test_limit]
+    return evaluate(method, xt, yt, batch_size=batch_size, n_samples=n_samples,
+                    generator=eval_generator(seed, after_task, task), scores=scores)
+
+
+def evaluate_ood(method, ood_x: torch.Tensor, *, seed: int, after_task: int, batch_size: int = 1000,
+                 n_samples: int | None = None, scores: Sequence[str] = ()) -> dict[str, np.ndarray]:
+    """Per-example ``scores`` on the OOD set with the generator a run draws for it after ``after_task``."""
+    return evaluate(method, ood_x, None, batch_size=batch_size, n_samples=n_samples,
+                    generator=eval_generator(seed, after_task, -1, _OOD_TAG), scores=scores)[1]
+
+
+# --------------------------------------------------------------------------------- the runner's stream
+def run_stream(benchmark, method, schedule: EvalSchedule | None = None, *, seed: int = 0,
+               n_tasks: int | None = None, run_dir: RunDir | str | Path | None = None,
+               progress: bool | None = None, learner=None, batch_size: int = 1, eval_batch_size: int = 1000,
+               eval_samples: int | None = None, ood: bool = True, ood_every: int = 1,
+               ood_scores: Sequence[str] = ("epistemic", "aleatoric", "variation_ratio"),
+               train_limit: int | None = None, test_limit: int | None = None,
+               log: Callable[[str], None] | None = None, extra_state: dict | None = None,
+               on_task_end: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """Train ``method`` online on ``benchmark``'s tasks; returns the result dict (see module docs).
+
+    With ``run_dir``, each completed task is checkpointed and ``metrics.jsonl`` / the accuracy
+    matrix rewritten atomically; if the directory holds a checkpoint the stream resumes after its
+    last completed task. ``learner`` (an ``ActiveLearner``) switches to active mode: per example
+    ``pred, ask = learner.predict_one(x)`` and ``learner.learn_one(x, y)`` only when asked.
+    ``on_task_end(task)`` is called after each task is saved (tests use it to inject a crash).
+    """
+    schedule = schedule or EvalSchedule()
+    n = int(n_tasks if n_tasks is not None else benchmark.n_tasks)
+    if n < 1:
+        raise ValueError(f"n_tasks must be >= 1, got {n}")
+    rd = RunDir(run_dir) if run_dir is not None and not isinstance(run_dir, RunDir) else run_dir
+    log = log or (lambda s: None)
+    scores = [s for s in ood_scores if s in method.info.uncertainty_scores] if ood else []
+    ood_x = benchmark.ood_set() if scores else None
+    if ood_x is not None and test_limit is not None:
+        ood_x = ood_x[:test_limit]
+    if ood_x is None:
+        scores = []
+
+    R = metrics.new_accuracy_matrix(n)
+    records: list[dict[str, Any]] = []
+    start = 0
+    if rd is not None:
+        ckpt = rd.load_checkpoint()
+        if ckpt is not None:
+            if ckpt.get("format") != CHECKPOINT_FORMAT or ckpt.get("n_tasks") != n:
+                raise ValueError(f"{rd.path}: checkpoint is for a different stream "
+                                 f"(format {ckpt.get('format')}, n_tasks {ckpt.get('n_tasks')}); use a new --out")
+            method.load_state_dict(ckpt["method_state"])
+            if learner is not None and ckpt.get("learner_state") is not None and hasattr(learner, "load_state_dict"):
+                learner.load_state_dict(ckpt["learner_state"])
+            R = np.asarray(ckpt["R"], dtype=np.float64).copy()
+            records = list(ckpt["records"])
+            start = int(ckpt["task"]) + 1
+            log(f"resuming {rd.path} after task {start} of {n}")
+
+    bar = Progress(n, progress, desc=f"seed {seed} ")
+    for done in stream_tasks(benchmark, method, seed=seed, tasks=range(start, n), learner=learner,
+                             batch_size=batch_size, train_limit=train_limit, progress=bar):
+        t, steps = done.task, done.steps
+        t1 = time.perf_counter()
+        evaluated = {}
+        for j in schedule.tasks_after(t, n):
+            want = scores if (j == t and scores and _ood_due(t, n, ood_every)) else []
+            acc, s_in = evaluate_test_task(method, benchmark, j, seed=seed, after_task=t, test_limit=test_limit,
+                                           batch_size=eval_batch_size, n_samples=eval_samples, scores=want)
+            R[t, j] = acc
+            evaluated[str(j)] = acc
+            if want:
+                s_out = evaluate_ood(method, ood_x, seed=seed, after_task=t, batch_size=eval_batch_size,
+                                     n_samples=eval_samples, scores=want)
+                ood_auc = {s: metrics.roc_auc(s_in[s], s_out[s]) for s in want}
+                # the paper code's approximate AUC beside the exact one, to tell metric from model
+                ood_auc_reference = {s: metrics.roc_auc_reference_1000_thresholds(s_in[s], s_out[s]) for s in want}
+        eval_s = time.perf_counter() - t1
+        rec = {
+            "task": t, "n_train": done.n_train, "steps": steps, "acc": R[t, t], "evaluated": evaluated,
+            "ood_auc": ood_auc if (scores and _ood_due(t, n, ood_every)) else None,
+            "ood_auc_reference": ood_auc_reference if (scores and _ood_due(t, n, ood_every)) else None,
+            "train_seconds": done.train_seconds, "steps_per_s": steps / max(done.train_seconds, 1e-12),
+            "eval_seconds": eval_s,
+            "examples_seen": int(method.examples_seen), "updates_applied": int(method.updates_applied),
+            "memory_bytes": int(method.memory_bytes()),
+            "state_bytes": metrics.memory_footprint(method.modules_state()),
+        }
+        if learner is not None:
+            rec["active"] = dict(getattr(learner, "accounting", {}) or {})
+            rec["active"].update(queried_in_task=done.asked, online_accuracy=done.online_correct / max(steps, 1))
+        records.append(rec)
+        bar.end_task(R[t, t])
+        if rd is not None:
+            rd.write_metrics(records)
+            rd.write_matrix(R)
+            state = {"format": CHECKPOINT_FORMAT, "task": t, "n_tasks": n, "method_state": method.state_dict(),
+                     "R": R, "records": records,
+                     "learner_state": learner.state_dict() if learner is not None and hasattr(learner, "state_dict")
+                     else None}
+            state.update(extra_state or {})
+            rd.save_checkpoint(state)
+        log(f"seed {seed} task {t + 1}/{n}: acc {100 * R[t, t]:.2f}% right after training, "
+            f"{rec['steps_per_s']:.0f} steps/s"
+            + ("" if rec["ood_auc"] is None else ", OOD AUC " + " ".join(
+                f"{k}={v:.3f}" for k, v in rec["ood_auc"].items())))
+        if on_task_end is not None:
+            on_task_end(t)
+
+    summary = summarize(R, records)
+    if rd is not None:
+        rd.write_matrix(R)
+        rd.write_metrics(records)
+    return {"R": R, "records": records, "summary": summary}
+
+
+def _ood_due(t: int, n: int, every: int) -> bool:
+    return t == n - 1 or (every > 0 and (t + 1) % every == 0)
+
+
+def summarize(R: np.ndarray, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The summary of one completed stream (fractions in [0, 1]; NaN where undefined)."""
+    n = R.shape[0]
+    k = min(5, n)
+    final = R[-1]
+    try:
+        last_k = metrics.last_k_mean(R, k)
+    except ValueError:
+        last_k = float("nan")
+    train_s = sum(r["train_seconds"] for r in records)
+    steps = sum(r["steps"] for r in records)
+    last = records[-1] if records else {}
+    ood = next((r["ood_auc"] for r in reversed(records) if r.get("ood_auc")), None)
+    ood_ref = next((r["ood_auc_reference"] for r in reversed(records) if r.get("ood_auc_reference")), None)
+    out = {
+        "complete": len(records) == n and bool(records) and records[-1]["task"] == n - 1,
+        "n_tasks": n, "last_k": k, "last_k_acc": last_k,
+        "final_mean_acc": float(np.nanmean(final)) if not np.isnan(final).all() else float("nan"),
+        "first_task_acc": float(R[0, 0]), "just_trained_mean_acc": float(np.nanmean(np.diagonal(R))),
+        "mmrr": metrics.mmrr(R) if not np.isnan(R[-1, -1]) else float("nan"),
+        "bwt": metrics.bwt(R), "ood_auc": ood, "ood_auc_reference": ood_ref,
+        "steps_per_s": steps / train_s if train_s > 0 else float("nan"),
+        "train_seconds": train_s, "eval_seconds": sum(r["eval_seconds"] for r in records),
+        "memory_bytes": last.get("memory_bytes"), "state_bytes": last.get("state_bytes"),
+        "examples_seen": last.get("examples_seen"), "updates_applied": last.get("updates_applied"),
+    }
+    if last.get("active") is not None:
+        out["active"] = last["active"]
+    return out

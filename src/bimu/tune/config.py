@@ -1,0 +1,127 @@
+"""The settings of one ``bimu tune`` worker (:class:`TuneConfig`) and the benchmark options it tunes on.
+
+Every trial is evaluated on the benchmark's *validation* split: :func:`tune_benchmark_options` adds
+``validation=True`` (for Permuted MNIST also ``n_tasks=10``: the paper tunes on 10 tasks whose
+permutations differ from those of the evaluation runs) and refuses to switch it off.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from bimu.tune.objective import DEFAULT_WEIGHTS, REDUCTIONS, check_weights
+from bimu.tune.storage import storage_kind
+
+BENCHMARK_TUNE_OPTIONS: dict[str, dict[str, Any]] = {
+    "pmnist": {"n_tasks": 10, "validation": True},
+}
+"""Benchmark options used for tuning, per benchmark (others get ``{"validation": True}``)."""
+
+
+def tune_benchmark_options(benchmark: str, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The options the benchmark is built with for tuning: validation split, then ``overrides``.
+
+    ``validation`` cannot be switched off: tuning never evaluates on the test set.
+
+    >>> tune_benchmark_options("pmnist")
+    {'n_tasks': 10, 'validation': True}
+    """
+    opts = dict(BENCHMARK_TUNE_OPTIONS.get(benchmark, {"validation": True}))
+    for key, value in dict(overrides or {}).items():
+        if key == "validation" and value is not True:
+            raise ValueError("tuning always uses the validation split (validation=True); the test set "
+                             "is never used")
+        if key == "benchmark":
+            raise ValueError("'benchmark' is not a benchmark option")
+        opts[key] = value
+    return opts
+
+
+def default_study_name(benchmark: str, method: str) -> str:
+    """``<benchmark>-<method>``, the default study name.
+
+    >>> default_study_name("pmnist", "bimu")
+    'pmnist-bimu'
+    """
+    return f"{benchmark}-{method}"
+
+
+@dataclasses.dataclass
+class TuneConfig:
+    """Everything one ``bimu tune`` worker needs (see the module docstring for the semantics)."""
+
+    benchmark: str
+    method: str
+    trials: int = 200
+    storage: str | None = None
+    study_name: str | None = None
+    out_dir: str | None = None
+    weights: tuple[float, float, float] = DEFAULT_WEIGHTS
+    reduce: str = "final"
+    seeds: tuple[int, ...] = (0,)
+    preset: str | None = None
+    benchmark_options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    timeout: float | None = None
+    heartbeat_interval: int = 60
+    grace_period: int | None = None
+    max_retry: int = 3
+    pruner: str = "none"
+    sampler_seed: int | None = None
+    strict_space: bool = True
+    export: str | None = None
+    poll_interval: float = 2.0
+    max_consecutive_failures: int = 5
+    evaluator: str = "runner"
+
+    def resolved(self) -> TuneConfig:
+        """A validated copy with defaults filled in (study name, output dir, tuning options)."""
+        c = dataclasses.replace(self)
+        if not c.benchmark or not isinstance(c.benchmark, str):
+            raise ValueError(f"benchmark must be a non-empty name, got {c.benchmark!r}")
+        c.weights = check_weights(c.weights)
+        if c.reduce not in REDUCTIONS:
+            raise ValueError(f"objective reduction must be one of {REDUCTIONS}, got {c.reduce!r}")
+        if int(c.trials) != c.trials or int(c.trials) < 1:
+            raise ValueError(f"trials must be a positive integer, got {c.trials!r}")
+        c.trials = int(c.trials)
+        c.seeds = tuple(int(s) for s in c.seeds)
+        if not c.seeds:
+            raise ValueError("at least one seed is needed")
+        if c.timeout is not None and not c.timeout > 0:
+            raise ValueError(f"timeout must be > 0 seconds, got {c.timeout}")
+        if int(c.heartbeat_interval) < 1:
+            raise ValueError(f"heartbeat interval must be >= 1 s, got {c.heartbeat_interval}")
+        c.heartbeat_interval = int(c.heartbeat_interval)
+        if c.grace_period is None:
+            c.grace_period = 2 * c.heartbeat_interval
+        if int(c.grace_period) <= c.heartbeat_interval:
+            raise ValueError(f"grace period ({c.grace_period} s) must exceed the heartbeat interval "
+                             f"({c.heartbeat_interval} s)")
+        c.grace_period = int(c.grace_period)
+        if int(c.max_retry) < 0:
+            raise ValueError(f"max retry must be >= 0, got {c.max_retry}")
+        if c.pruner not in ("none", "median"):
+            raise ValueError(f"pruner must be 'none' or 'median', got {c.pruner!r}")
+        if not c.poll_interval > 0:
+            raise ValueError(f"poll interval must be > 0, got {c.poll_interval}")
+        storage_kind(c.storage)  # an unknown scheme fails here, before anything starts
+        c.study_name = c.study_name or default_study_name(c.benchmark, c.method)
+        c.out_dir = str(c.out_dir or Path("runs") / "tune" / c.study_name)
+        c.benchmark_options = tune_benchmark_options(c.benchmark, c.benchmark_options)
+        return c
+
+    def study_identity(self) -> dict[str, Any]:
+        """What every worker of one study must agree on (stored as a study user attribute)."""
+        return {
+            "benchmark": self.benchmark,
+            "method": self.method,
+            "preset": self.preset,
+            "weights": list(self.weights),
+            "reduce": self.reduce,
+            "seeds": list(self.seeds),
+            "benchmark_options": dict(self.benchmark_options),
+            "evaluator": self.evaluator,
+        }
