@@ -141,3 +141,16 @@ def test_sweep_cli_streams_the_benchmark_repeatedly(monkeypatch):
     assert bench.name == "toyx3" and len(bench.train_task(0, 0)[1]) == 3 * n
     a = p.parse_args(["sweep-threshold", "toy", "--out", "x"])
     assert cli._load(a)[0].name == "toy"
+
+
+@pytest.mark.parametrize("strategy, kw", [("random", {"threshold": 0.3}), ("all", {}), ("vr", {"threshold": 0.2})])
+def test_every_path_ends_every_task(monkeypatch, strategy, kw):
+    """A method that needs task boundaries gets task_end() after each task, whichever path learns it
+    (random querying's batched path included)."""
+    from bimu.methods.ewc_online import OnlineEWCMethod
+
+    ended = []
+    real = OnlineEWCMethod.task_end
+    monkeypatch.setattr(OnlineEWCMethod, "task_end", lambda self: ended.append(self.examples_seen) or real(self))
+    run_stream(toy_benchmark(), "ewc-online", strategy, seed=0, engine="torch", **kw)
+    assert ended == [60, 120]

@@ -36,7 +36,6 @@ INSTALL_HINT = "bimu tune needs Optuna: pip install 'bimu[tune]'"
 """What to tell a user whose environment lacks Optuna."""
 
 
-
 def import_optuna():
     """Optuna, or ModuleNotFoundError naming the ``bimu[tune]`` extra."""
     try:
