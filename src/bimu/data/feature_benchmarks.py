@@ -234,27 +234,18 @@ def objects_seq(data_dir=None, n_features: int | None = 8192, feature_seed: int 
 
     ``split="validation"`` evaluates on the recordings' validation segments (training data unchanged).
     """
-    from bimu.data.features import files_digest
-    from bimu.data.objects_seq import N_TASKS, Recording, objects_seq_plan
+    from bimu.data.objects_seq import N_TASKS, objects_seq_plan
 
     if split not in ("test", "validation"):
         raise ValueError(f"split must be 'test' or 'validation', got {split!r}")
     plan = objects_seq_plan(data_dir, data_seed, frames_per_recording, imbalanced, categories)
-    pool_files, pool_labels = plan["pool"]
-    pool_images = [load_image(p) for p in pool_files]
-    pool_key = f"pool{files_digest(pool_files)[:16]}"
     ex = _Extractor(backbone, resolution, cache_dir, n_features, feature_seed)
+    features = recording_features(plan, ex, data_seed, frames_per_recording)
 
     def extract(t, items):
-        Xs, ys = [], []
-        for i, frames in items:
-            if len(frames):
-                inst = plan["instances"][i]
-                pool = [im for im, lab in zip(pool_images, pool_labels) if lab != inst["label"]]
-                rec = Recording(i, t, data_seed, frames, frames_per_recording, pool, f"{pool_key}-not{inst['label']}")
-                Xs.append(ex([inst["path"]] * len(frames), rec, rec.key))
-                ys.append(np.full(len(frames), inst["label"]))
-        return np.concatenate(Xs), np.concatenate(ys)
+        items = [(i, frames) for i, frames in items if len(frames)]
+        return (np.concatenate([features(t, i, frames) for i, frames in items]),
+                np.concatenate([np.full(len(frames), plan["instances"][i]["label"]) for i, frames in items]))
 
     train = [extract(t, plan["train"][t]) for t in range(N_TASKS)]
     evaluation = [extract(t, plan[split][t]) for t in range(N_TASKS)]  # test or validation segments
@@ -263,6 +254,26 @@ def objects_seq(data_dir=None, n_features: int | None = 8192, feature_seed: int 
                    "STAND-IN with OpenLORIS-Object's structure: 69 Tiny-ImageNet object instances recorded as "
                    "smooth frame sequences under 4 factors x 3 levels, 'toy' held out as OOD", split, data_seed,
                    validation=evaluation if split == "validation" else None)
+
+
+def recording_features(plan: dict, ex: _Extractor, data_seed: int, frames_per_recording: int):
+    """``features(task, instance, frames) -> X [len(frames), D]`` for an ``objects-seq`` plan: the
+    frames of that instance's recording in that task, rendered and extracted once (feature cache)."""
+    from bimu.data.features import files_digest
+    from bimu.data.objects_seq import Recording
+
+    pool_files, pool_labels = plan["pool"]
+    pool_images = [load_image(p) for p in pool_files]
+    pool_key = f"pool{files_digest(pool_files)[:16]}"
+
+    def features(task, instance, frames):
+        inst = plan["instances"][instance]
+        pool = [im for im, lab in zip(pool_images, pool_labels) if lab != inst["label"]]  # clutter: other classes
+        rec = Recording(instance, task, data_seed, frames, frames_per_recording, pool,
+                        f"{pool_key}-not{inst['label']}")
+        return ex([inst["path"]] * len(frames), rec, rec.key)
+
+    return features
 
 
 def openloris(data_dir=None, n_features: int | None = 8192, feature_seed: int = 0, data_seed: int = 0,
