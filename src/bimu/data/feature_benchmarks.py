@@ -5,6 +5,8 @@
 - ``animals-ti`` - STAND-IN for the paper's imbalanced Animals (Tiny-ImageNet, one task);
 - ``objects-ti`` - STAND-IN for imbalanced OpenLORIS-Object (Tiny-ImageNet + synthetic nuisances,
   12 tasks, ``teddy`` as OOD);
+- ``objects-seq`` - STAND-IN with OpenLORIS-Object's structure: 69 object instances, each recorded as
+  smooth frame sequences per task, train/test frames from the same recordings (:mod:`bimu.data.objects_seq`);
 - ``openloris`` - the real OpenLORIS-Object, sequential-factors protocol (:mod:`bimu.data.openloris`);
 - ``animals`` - the real Kaggle Animals folder, the paper's 20 classes (:mod:`bimu.data.animals`).
 
@@ -151,8 +153,10 @@ class _Extractor:
         return feats[:, self.index]
 
 
-def _finish(name, train, test, ood, rare, classes, standin, description, split, data_seed):
-    if split == "validation":
+def _finish(name, train, test, ood, rare, classes, standin, description, split, data_seed, validation=None):
+    if split == "validation" and validation is not None:
+        test = validation  # the benchmark's own validation set (train unchanged)
+    elif split == "validation":
         train, test = validation_split(train, seed=data_seed)
     elif split != "test":
         raise ValueError(f"split must be 'test' or 'validation', got {split!r}")
@@ -222,6 +226,56 @@ def objects_ti(data_dir=None, n_features: int | None = 8192, feature_seed: int =
                    "x 3 levels, 'teddy' held out as OOD", split, data_seed)
 
 
+def objects_seq(data_dir=None, n_features: int | None = 8192, feature_seed: int = 0, data_seed: int = 0,
+                backbone="efficientnet-lite0", resolution: int | None = None, cache_dir=None,
+                split: str = "test", imbalanced: bool = True, frames_per_recording: int = 100,
+                categories: dict | None = None) -> ArrayBenchmark:
+    """STAND-IN with OpenLORIS-Object's structure: see :mod:`bimu.data.objects_seq`. 12 tasks, 18 classes.
+
+    ``split="validation"`` evaluates on the recordings' validation segments (training data unchanged).
+    """
+    from bimu.data.objects_seq import N_TASKS, objects_seq_plan
+
+    if split not in ("test", "validation"):
+        raise ValueError(f"split must be 'test' or 'validation', got {split!r}")
+    plan = objects_seq_plan(data_dir, data_seed, frames_per_recording, imbalanced, categories)
+    ex = _Extractor(backbone, resolution, cache_dir, n_features, feature_seed)
+    features = recording_features(plan, ex, data_seed, frames_per_recording)
+
+    def extract(t, items):
+        items = [(i, frames) for i, frames in items if len(frames)]
+        return (np.concatenate([features(t, i, frames) for i, frames in items]),
+                np.concatenate([np.full(len(frames), plan["instances"][i]["label"]) for i, frames in items]))
+
+    train = [extract(t, plan["train"][t]) for t in range(N_TASKS)]
+    evaluation = [extract(t, plan[split][t]) for t in range(N_TASKS)]  # test or validation segments
+    ood = np.concatenate([extract(t, plan["ood"][t])[0] for t in range(N_TASKS)])
+    return _finish("objects-seq", train, evaluation, ood, plan["rare"], plan["classes"], True,
+                   "STAND-IN with OpenLORIS-Object's structure: 69 Tiny-ImageNet object instances recorded as "
+                   "smooth frame sequences under 4 factors x 3 levels, 'toy' held out as OOD", split, data_seed,
+                   validation=evaluation if split == "validation" else None)
+
+
+def recording_features(plan: dict, ex: _Extractor, data_seed: int, frames_per_recording: int):
+    """``features(task, instance, frames) -> X [len(frames), D]`` for an ``objects-seq`` plan: the
+    frames of that instance's recording in that task, rendered and extracted once (feature cache)."""
+    from bimu.data.features import files_digest
+    from bimu.data.objects_seq import Recording
+
+    pool_files, pool_labels = plan["pool"]
+    pool_images = [load_image(p) for p in pool_files]
+    pool_key = f"pool{files_digest(pool_files)[:16]}"
+
+    def features(task, instance, frames):
+        inst = plan["instances"][instance]
+        pool = [im for im, lab in zip(pool_images, pool_labels) if lab != inst["label"]]  # clutter: other classes
+        rec = Recording(instance, task, data_seed, frames, frames_per_recording, pool,
+                        f"{pool_key}-not{inst['label']}")
+        return ex([inst["path"]] * len(frames), rec, rec.key)
+
+    return features
+
+
 def openloris(data_dir=None, n_features: int | None = 8192, feature_seed: int = 0, data_seed: int = 0,
               backbone="efficientnet-lite0", resolution: int | None = None, cache_dir=None,
               split: str = "test", imbalanced: bool = False, rare_threshold: int = 700,
@@ -276,14 +330,15 @@ def animals(data_dir=None, n_features: int | None = None, feature_seed: int = 0,
                    False, "Kaggle Animals, the paper's 20 imbalanced classes", split, data_seed)
 
 
-BENCHMARKS = {"animals-ti": animals_ti, "objects-ti": objects_ti, "openloris": openloris, "animals": animals}
+BENCHMARKS = {"animals-ti": animals_ti, "objects-ti": objects_ti, "objects-seq": objects_seq, "openloris": openloris,
+              "animals": animals}
 """Benchmark name -> factory (to be wired into ``bimu.data.benchmarks.register_benchmark``)."""
 
-STANDINS = {"animals-ti": "animals", "objects-ti": "openloris"}
+STANDINS = {"animals-ti": "animals", "objects-ti": "openloris", "objects-seq": "openloris"}
 """Stand-in name -> the paper benchmark it stands in for."""
 
 PRESET_KEYS = {"animals-ti": "animals", "animals": "animals", "objects-ti": "openloris-8192-imbalanced",
-               "openloris": "openloris-8192"}
+               "objects-seq": "openloris-8192-imbalanced", "openloris": "openloris-8192"}
 """Benchmark name -> the method preset key (docs/contracts.md) it uses by default."""
 
 
@@ -333,6 +388,8 @@ def _register() -> None:
     descriptions = {
         "animals-ti": "STAND-IN for imbalanced Animals (Tiny-ImageNet animals, EfficientNet-Lite0 features)",
         "objects-ti": "STAND-IN for imbalanced OpenLORIS-Object (Tiny-ImageNet objects x 12 nuisance tasks)",
+        "objects-seq": "STAND-IN for imbalanced OpenLORIS-Object with its structure (69 instances recorded as "
+                       "frame sequences, 12 tasks)",
         "openloris": "OpenLORIS-Object, sequential factors protocol (real data; needs the dataset folder)",
         "animals": "Kaggle Animals, the paper's 20 imbalanced classes (real data; needs the dataset folder)",
     }

@@ -53,11 +53,14 @@ def illumination(image: np.ndarray, level: int, rng: np.random.Generator) -> np.
     return np.clip(x * 255.0 + 0.5, 0, 255).astype(np.uint8)
 
 
-def occlusion(image: np.ndarray, level: int, rng: np.random.Generator) -> np.ndarray:
-    """Cover about 15/30/45% of the image with 1-3 flat rectangles (black, grey or white)."""
+def occlusion(image: np.ndarray, level: int, rng: np.random.Generator,
+              fraction: float | None = None) -> np.ndarray:
+    """Cover about 15/30/45% (or ``fraction``) of the image with 1-3 flat rectangles (black, grey or white)."""
     out = image.copy()
     h, w = out.shape[:2]
-    target = [0.15, 0.30, 0.45][level - 1]
+    target = [0.15, 0.30, 0.45][level - 1] if fraction is None else float(fraction)
+    if target <= 0.0:
+        return out
     n_rect = int(rng.integers(1, 4))
     for _ in range(n_rect):
         area = target / n_rect * h * w
