@@ -2,12 +2,18 @@
 
 Supported: BernoulliLinear layers with LayerNorm without affine, RBG or sign activations, any depth
 and width (single-layer heads included), trained with BiMU (or BayesBiNN, whose update has the same
-shape); and every baseline on its own network, any depth and width: SGD, Online EWC and SI
-(:mod:`bimu.engine.fused_real`), MESU (:mod:`bimu.engine.fused_gaussian`), STE and Synaptic
-Metaplasticity (:mod:`bimu.engine.fused_sign`). Per step it draws K relaxed samples, runs forward and backward, applies the update and draws
-the next step's samples in one compiled call without Python in between; hard-sample Monte-Carlo
-evaluation and active-learning scores cost only K forward passes. Randomness is counter-based
-(:mod:`bimu.engine.rng`): results do not depend on the thread count or on how steps are grouped.
+shape; :mod:`bimu.engine.fused`); and every baseline on its own network, any depth and width: SGD, Online
+EWC and SI (:mod:`bimu.engine.fused_real`), MESU (:mod:`bimu.engine.fused_gaussian`), STE and
+Synaptic Metaplasticity (:mod:`bimu.engine.fused_sign`). Per step it draws K relaxed samples, runs
+forward and backward, applies the update and draws the next step's samples in one compiled call
+without Python in between; hard-sample Monte-Carlo evaluation and active-learning scores cost only K
+forward passes. Randomness is counter-based (:mod:`bimu.rng`): results do not depend on the thread
+count or on how steps are grouped.
+
+Layout: the method classes (:mod:`bimu.engine.base`, the base class of all of them, and the
+``fused*`` modules) call numba-only kernel modules (``binary_*``, ``fastpath``, ``rowpass``,
+``sampling``, ``hard_eval``, ``scores``, ``dots``, ``scalar``, ``dense``, ``real``, ``gaussian``,
+``sign``), configured through the named slots of :mod:`bimu.engine.hparams`.
 
 Entry points for the runner (see ``docs/contracts.md``):
 
@@ -17,7 +23,8 @@ True
 False
 
 ``create_fused(name, sizes, seed, hparams)`` returns an :class:`~bimu.methods.base.OnlineMethod`
-(:class:`FusedBiMU`, :class:`FusedBayesBiNN`, ... one class per entry of :data:`FUSED_METHODS`) with ``learn_many(X, Y)`` and ``mc_scores(X)`` on top.
+(:class:`FusedBiMU`, :class:`FusedBayesBiNN`, ... one class per entry of :data:`FUSED_METHODS`) with
+``learn_many(X, Y)`` and ``mc_scores(X)`` on top.
 """
 
 from __future__ import annotations
@@ -25,11 +32,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from bimu.engine.cache import refresh_stale_cache
 from bimu.engine.fused import FusedBayesBiNN, FusedBiMU
 from bimu.engine.fused_gaussian import FusedMESU
 from bimu.engine.fused_real import FusedOnlineEWC, FusedSGD, FusedSynapticIntelligence
 from bimu.engine.fused_sign import FusedSTE, FusedSynapticMetaplasticity
-from bimu.engine.cache import refresh_stale_cache
 
 refresh_stale_cache()  # code cached from other engine sources (an edit, a pull) is never loaded
 
