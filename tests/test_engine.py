@@ -267,3 +267,28 @@ def test_batch_learn_counts_examples_like_the_torch_method():
     m.learn(torch.from_numpy(X[3:4]), torch.from_numpy(Y[3:4]))
     assert (m.examples_seen, m.updates_applied, m.train_step) == (4, 2, 2)
 
+
+def test_more_samples_than_the_engine_runs_are_refused_so_auto_picks_torch():
+    """The batch-size-1 kernels are generated for at most rowpass.MAX_SAMPLES (64) samples per step:
+    supports() says no beyond it (so ``--engine auto`` falls back to torch instead of failing at the
+    first fused step) and create_fused names the limit in a one-line error."""
+    from bimu.engine.rowpass import MAX_SAMPLES
+    from bimu.experiments.config import RunConfig
+    from bimu.experiments.runner import make_method
+
+    assert MAX_SAMPLES == 64
+    assert not supports("bimu", [784, 100, 10], {"n_samples": 100, "activation": "rbg"})
+    assert not supports("bayesbinn", [784, 100, 10], {"n_samples": 65})
+    assert supports("bimu", [784, 100, 10], {"n_samples": 64})
+    assert supports("mesu", [784, 100, 10], {"n_samples": 100})  # MESU's kernel has no such limit
+    with pytest.raises(ValueError, match="at most 64 samples per step") as err:
+        create_fused("bimu", SIZES, 0, dict(HP, n_samples=100))
+    assert "\n" not in str(err.value) and "n_samples=100" in str(err.value)
+    with pytest.raises(ValueError, match="at most 64 samples per step"):
+        FusedBiMU(SIZES, n_samples=65)
+    cfg = RunConfig.from_dict({"benchmark": "pmnist", "method": "bimu", "engine": "auto"})
+    hp = BiMUMethod.resolve_hyperparameters({"n_samples": 100})
+    method, used = make_method(cfg, [784, 100, 10], 0, hp)
+    assert used == "torch" and isinstance(method, BiMUMethod)
+    with pytest.raises(ValueError, match="does not support"):
+        make_method(cfg.replace(engine="fused"), [784, 100, 10], 0, hp)

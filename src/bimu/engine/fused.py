@@ -8,8 +8,8 @@ same seed the two paths start from the same lambda but follow different random d
 uniforms (see :meth:`FusedBiMU.train_uniforms`) they compute the same steps.
 
 Batch-size-1 steps at temperature 1 run the kernels of :mod:`bimu.engine.fastpath` and
-:mod:`bimu.engine.rowpass` (at most :data:`~bimu.engine.rowpass.MAX_SAMPLES` samples per step);
-other steps run
+:mod:`bimu.engine.rowpass`, with at most :data:`~bimu.engine.rowpass.MAX_SAMPLES` samples per step
+(a larger ``n_samples`` is refused when the method is made); other steps run
 :func:`bimu.engine.binary_train.train_steps`, predictions :mod:`bimu.engine.hard_eval`.
 
 Stored state: lambda (float32 by default; ``dtype="float64"`` for exact comparisons), the training
@@ -33,7 +33,7 @@ from bimu.engine.binary_train import train_steps
 from bimu.engine.fastpath import make_scratch
 from bimu.engine.hard_eval import hard_forward
 from bimu.engine.hparams import ACT_GATE, ACT_SIGN, KIND_BAYESBINN, KIND_BIMU, BinaryHP, Cfg, pack
-from bimu.engine.rowpass import train_steps_b1_kernel
+from bimu.engine.rowpass import MAX_SAMPLES, train_steps_b1_kernel
 from bimu.engine.sampling import sample_weights
 from bimu.engine.scores import scores_from_logits
 from bimu.methods.bayesbinn import BayesBiNNMethod
@@ -49,6 +49,16 @@ class _FusedBinary(FusedMethod):
     _update_kind = KIND_BIMU
     _per_param_prior = False
     """Whether ``prior`` holds one ``lambda_prior`` per parameter (else one scalar, :attr:`BinaryHP.PRIOR`)."""
+
+    @classmethod
+    def resolve_hyperparameters(cls, overrides: Mapping[str, Any], preset: str | None = None) -> dict[str, Any]:
+        """The torch method's resolution, then the engine's limit: at most
+        :data:`~bimu.engine.rowpass.MAX_SAMPLES` relaxed samples per step (ValueError naming it)."""
+        values = super().resolve_hyperparameters(overrides, preset)
+        if values["n_samples"] > MAX_SAMPLES:
+            raise ValueError(f"the fused engine runs {cls.info.name} with at most {MAX_SAMPLES} samples per step "
+                             f"(n_samples={values['n_samples']})")
+        return values
 
     # ----------------------------------------------------------------- setup
     def _initial_lambdas(self, generator: torch.Generator) -> list[np.ndarray]:

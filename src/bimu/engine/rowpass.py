@@ -52,7 +52,8 @@ from bimu.engine.scalar import fexp
 from bimu.rng import as_like, row_key
 
 MAX_SAMPLES = 64
-"""Largest K the per-K kernels are generated for."""
+"""Largest K the per-K kernels are generated for: the largest ``n_samples`` of BiMU and BayesBiNN in
+the engine."""
 
 
 # ----------------------------------------------------------------------------- templates
