@@ -290,5 +290,7 @@ def test_more_samples_than_the_engine_runs_are_refused_so_auto_picks_torch():
     hp = BiMUMethod.resolve_hyperparameters({"n_samples": 100})
     method, used = make_method(cfg, [784, 100, 10], 0, hp)
     assert used == "torch" and isinstance(method, BiMUMethod)
-    with pytest.raises(ValueError, match="does not support"):
+    with pytest.raises(ValueError, match="does not support .*: the fused engine runs bimu with at most 64 samples "
+                                         r"per step \(n_samples=100\); use --engine torch or auto") as err:
         make_method(cfg.replace(engine="fused"), [784, 100, 10], 0, hp)
+    assert "\n" not in str(err.value)

@@ -406,8 +406,9 @@ def make_method(config: RunConfig, sizes: Sequence[int], seed: int, hparams: dic
             threads = min(int(config.threads), _engine_max_threads())
             return create_fused(config.method, list(sizes), seed, dict(hparams), threads=threads), "fused"
         if config.engine == "fused":
+            why = getattr(engine, "why_unsupported", lambda *args: None)(config.method, list(sizes), dict(hparams))
             raise ValueError(f"--engine fused does not support method {config.method!r} with sizes {list(sizes)} "
-                             "and these hyperparameters; use --engine torch or auto")
+                             f"and these hyperparameters{f': {why}' if why else ''}; use --engine torch or auto")
     return create_method(config.method, list(sizes), seed, **hparams), "torch"
 
 
