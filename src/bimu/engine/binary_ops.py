@@ -122,7 +122,9 @@ def bayesbinn_lambda_step(lo, g, b, lr, cpr, p, eps):
 
 @njit(inline="always", **KERNEL_OPTS)
 def act_grad(xh, act, gate):
-    """Derivative of the hidden activation ``act`` (:data:`~bimu.engine.hparams.ACT_GATE` or :data:`~bimu.engine.hparams.ACT_SIGN`) at ``xh``."""
+    """Derivative of the hidden activation ``act`` at ``xh``: :func:`~bimu.engine.scalar.gate_surrogate`
+    for :data:`~bimu.engine.hparams.ACT_GATE`, the hard-tanh estimator ``1[|xh| <= 1]`` for
+    :data:`~bimu.engine.hparams.ACT_SIGN`."""
     if act == ACT_GATE:
         return gate_surrogate(xh, gate)
     return as_like(1.0, xh) if abs(xh) <= 1.0 else as_like(0.0, xh)

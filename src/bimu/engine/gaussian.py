@@ -189,9 +189,9 @@ def _mesu_row(mu, sg, gm, gs, n, hp):
 @njit(fastmath=False, **KERNEL_OPTS)
 def mesu_train(X, Y, n_steps, B, K, mu, sg, sizes, woff, boff, hp, key, step0, E, Z, D, G, wrow, gm, gs, p):
     """``n_steps`` online MESU steps of ``B`` examples and ``K`` weight samples each (training draws
-    ``step0 + s``). ``hp``: :class:`~bimu.engine.hparams.MesuHP` (float64). Scratch: ``E`` (``K * P``), ``Z``, ``D``, ``G``
-    (``K * B * boff[-1]``: activations, gradients, the gate's surrogate derivatives), ``wrow``, ``gm``,
-    ``gs`` (widest layer), ``p`` (classes)."""
+    ``step0 + s``). ``hp``: :class:`~bimu.engine.hparams.MesuHP` (float64). Scratch: ``E``
+    (``K * P``), ``Z``, ``D``, ``G`` (``K * B * boff[-1]``: activations, gradients, the gate's surrogate
+    derivatives), ``wrow``, ``gm``, ``gs`` (widest layer), ``p`` (classes)."""
     L = sizes.shape[0] - 1
     Pw = woff[L]
     Pu = boff[L]

@@ -145,6 +145,7 @@ from bimu.engine.dots import dot, dot_rows
 from bimu.engine.fastpath import ROWS_PER_TASK, _rows, row_step
 from bimu.engine.hparams import KIND_BIMU, BinaryHP, Cfg
 from bimu.engine.scalar import KERNEL_OPTS as _OPTS, fexp
+# short names of the sampling lines below (benchmarks/step_anatomy.py rewrites them)
 from bimu.rng import add32 as _add32, as_like, hash32 as _h32, mul32 as _mul32, row_key, uniform32 as _u32
 
 K = {K}

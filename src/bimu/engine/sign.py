@@ -85,9 +85,9 @@ def sign_train(X, Y, n_steps, B, Wh, NP, RM, RV, mW, vW, mN, vN, sizes, woff, bo
 
     ``hp``: :class:`~bimu.engine.hparams.SignHP` (float64; ``BN_EQUINOX``: the norms' ``equinox``
     statistics, each batch's own mean and variance folded in, the first batch's taken whole while
-    ``INIT[0]`` is 0, gradient through the batch's share). Scratch: ``Z, A, H, DY`` (``B * boff[-1]``: pre-norm,
-    post-norm, sign and gradient values), ``INV`` (``boff[-1]``), ``GN`` (``2 boff[-1]``), ``grow``
-    (widest layer input), ``p`` (classes), ``MB`` (``boff[-1]``: the batch means, ``bn_equinox``).
+    ``INIT[0]`` is 0, gradient through the batch's share). Scratch: ``Z, A, H, DY`` (``B * boff[-1]``:
+    pre-norm, post-norm, sign and gradient values), ``INV`` (``boff[-1]``), ``GN`` (``2 boff[-1]``),
+    ``grow`` (widest layer input), ``p`` (classes), ``MB`` (``boff[-1]``: the batch means, ``bn_equinox``).
     ``INIT[0]``: whether the norms have seen a batch (``bn_equinox``; set to 1 by the first step).
     """
     L = sizes.shape[0] - 1
