@@ -1,4 +1,4 @@
-"""Price of a fixed summation order: :func:`bimu.engine.kernels.dot8` against a reassociated loop.
+"""Price of a fixed summation order: :func:`bimu.engine.dots.dot8` against a reassociated loop.
 
 ``dot8`` sums in one stated order (eight partial sums, a fixed tree, then the tail) with no fast-math
 flag, so every machine and every compile history gets the same bits; its eight partial sums are the
@@ -10,7 +10,7 @@ the first layer of a BiMU step (100 rows of 784 inputs, K = 5 samples: 500 dot p
 of each, interleaved, best of ``--repeats``, the ratios, whether each compiled to packed (``ps``) or
 scalar (``ss``) float instructions, and checks that the engine's bits equal the scalar form's.
 
-The same for evaluation's register-blocked kernel :func:`bimu.engine.kernels.dot4x2` (two weight rows
+The same for evaluation's register-blocked kernel :func:`bimu.engine.dots.dot4x2` (two weight rows
 by four examples, each sum in ``dot8``'s order): against the same blocking compiled with ``reassoc``
 (the engine's kernel before 2026-11-27), on one evaluation block's first layer (100 rows by 32 examples
 of 784 inputs), checking that every engine sum has ``dot8``'s bits.
@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
-from bimu.engine.kernels import dot4x2, dot8
+from bimu.engine.dots import dot4x2, dot8
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from timing import best_cpu_seconds  # noqa: E402

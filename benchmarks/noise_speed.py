@@ -20,7 +20,7 @@ from numba import njit
 
 from bimu.engine.dense import offsets
 from bimu.engine.gaussian import _noise_row, box_muller
-from bimu.engine.kernels import _h32, _row_key, _u32
+from bimu.rng import hash32 as _h32, row_key as _row_key, uniform32 as _u32
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from timing import best_cpu_seconds  # noqa: E402

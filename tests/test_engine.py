@@ -236,13 +236,15 @@ def test_supports_and_bad_inputs():
 
 
 def test_public_objects_have_docstrings():
-    import bimu.engine.fastpath as fastpath
-    import bimu.engine.fused as fused
-    import bimu.engine.kernels as kernels
-    import bimu.engine.rng as rng
+    import importlib
+    import pkgutil
 
+    import bimu.rng
+
+    mods = [engine, bimu.rng] + [importlib.import_module(f"bimu.engine.{info.name}")
+                                 for info in pkgutil.iter_modules(engine.__path__)]
     missing = []
-    for mod in (engine, fastpath, fused, kernels, rng):
+    for mod in mods:
         assert mod.__doc__, mod.__name__
         for name, obj in vars(mod).items():
             if name.startswith("_") or getattr(obj, "__module__", mod.__name__) != mod.__name__:
@@ -264,3 +266,31 @@ def test_batch_learn_counts_examples_like_the_torch_method():
     m.learn(torch.from_numpy(X[:3]), torch.from_numpy(Y[:3]))
     m.learn(torch.from_numpy(X[3:4]), torch.from_numpy(Y[3:4]))
     assert (m.examples_seen, m.updates_applied, m.train_step) == (4, 2, 2)
+
+
+def test_more_samples_than_the_engine_runs_are_refused_so_auto_picks_torch():
+    """The batch-size-1 kernels are generated for at most rowpass.MAX_SAMPLES (64) samples per step:
+    supports() says no beyond it (so ``--engine auto`` falls back to torch instead of failing at the
+    first fused step) and create_fused names the limit in a one-line error."""
+    from bimu.engine.rowpass import MAX_SAMPLES
+    from bimu.experiments.config import RunConfig
+    from bimu.experiments.runner import make_method
+
+    assert MAX_SAMPLES == 64
+    assert not supports("bimu", [784, 100, 10], {"n_samples": 100, "activation": "rbg"})
+    assert not supports("bayesbinn", [784, 100, 10], {"n_samples": 65})
+    assert supports("bimu", [784, 100, 10], {"n_samples": 64})
+    assert supports("mesu", [784, 100, 10], {"n_samples": 100})  # MESU's kernel has no such limit
+    with pytest.raises(ValueError, match="at most 64 samples per step") as err:
+        create_fused("bimu", SIZES, 0, dict(HP, n_samples=100))
+    assert "\n" not in str(err.value) and "n_samples=100" in str(err.value)
+    with pytest.raises(ValueError, match="at most 64 samples per step"):
+        FusedBiMU(SIZES, n_samples=65)
+    cfg = RunConfig.from_dict({"benchmark": "pmnist", "method": "bimu", "engine": "auto"})
+    hp = BiMUMethod.resolve_hyperparameters({"n_samples": 100})
+    method, used = make_method(cfg, [784, 100, 10], 0, hp)
+    assert used == "torch" and isinstance(method, BiMUMethod)
+    with pytest.raises(ValueError, match="does not support .*: the fused engine runs bimu with at most 64 samples "
+                                         r"per step \(n_samples=100\); use engine 'torch' or 'auto'") as err:
+        make_method(cfg.replace(engine="fused"), [784, 100, 10], 0, hp)
+    assert "\n" not in str(err.value)

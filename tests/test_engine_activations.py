@@ -5,16 +5,16 @@ import numpy as np
 import pytest
 import torch
 
-from bimu.engine import dense, kernels
+from bimu.engine import binary_ops, dense, dots, hparams, scalar
 from bimu.nn import rbg
 
 
 def test_activation_codes_are_one_set():
     """Every compiled network (dense baselines, the BiMU/BayesBiNN kernels) reads the same codes."""
-    assert (dense.ACT_RELU, dense.ACT_SIGN, dense.ACT_GATE) == (kernels.ACT_RELU, kernels.ACT_SIGN,
-                                                               kernels.ACT_GATE)
-    assert len({kernels.ACT_RELU, kernels.ACT_SIGN, kernels.ACT_GATE}) == 3
-    assert not hasattr(kernels, "ACT_RBG")
+    assert (dense.ACT_RELU, dense.ACT_SIGN, dense.ACT_GATE) == (hparams.ACT_RELU, hparams.ACT_SIGN,
+                                                               hparams.ACT_GATE)
+    assert len({hparams.ACT_RELU, hparams.ACT_SIGN, hparams.ACT_GATE}) == 3
+    assert not hasattr(hparams, "ACT_RBG")
 
 
 @pytest.mark.parametrize("width", [1.0, 0.1, 1.0 / 3.0, 0.7])
@@ -28,8 +28,8 @@ def test_gate_surrogate_matches_torch_at_the_gate_edges(width):
     x = torch.tensor(z, requires_grad=True)
     rbg(x, width).sum().backward()
     expected = x.grad.numpy()
-    got_gate = np.array([kernels.gate_surrogate(v, np.float32(width)) for v in z], dtype=np.float32)
-    got_act = np.array([kernels._act_grad(v, kernels.ACT_GATE, np.float32(width)) for v in z], dtype=np.float32)
+    got_gate = np.array([scalar.gate_surrogate(v, np.float32(width)) for v in z], dtype=np.float32)
+    got_act = np.array([binary_ops.act_grad(v, hparams.ACT_GATE, np.float32(width)) for v in z], dtype=np.float32)
     np.testing.assert_array_equal(got_gate, expected)
     np.testing.assert_array_equal(got_act, expected)
     assert sorted(set(expected.tolist())) == [-1.0, 0.0, 1.0]  # both signs and the dead zone are hit
@@ -37,7 +37,7 @@ def test_gate_surrogate_matches_torch_at_the_gate_edges(width):
 
 def test_sign_derivative_is_the_hard_tanh_window():
     z = np.float32([-1.5, -1.0, -0.25, 0.0, 1.0, np.nextafter(np.float32(1.0), np.float32(2.0))])
-    got = [kernels._act_grad(v, kernels.ACT_SIGN, np.float32(1.0)) for v in z]
+    got = [binary_ops.act_grad(v, hparams.ACT_SIGN, np.float32(1.0)) for v in z]
     assert got == [0.0, 1.0, 1.0, 1.0, 1.0, 0.0]
 
 
@@ -46,9 +46,9 @@ def test_dot_products_have_one_written_order():
     i mod 8, combined ((0+4)+(2+6))+((1+5)+(3+7)), then the tail), with no fast-math flag that would let
     the compiler pick another: an order left to the vectoriser changed results with the compile history
     (a kernel compiled against a callee loaded from numba's cache summed differently)."""
-    from bimu.engine.rowpass import dot
+    from bimu.engine.dots import dot
 
-    for fn in (kernels.dot8, dot):
+    for fn in (dots.dot8, dot):
         assert not fn.targetoptions.get("fastmath"), fn
     rng = np.random.default_rng(3)
     for n in (7, 8, 100, 784, 13):
@@ -64,7 +64,7 @@ def test_dot_products_have_one_written_order():
                            + np.float32(np.float32(s[1] + s[5]) + np.float32(s[3] + s[7])))
         for i in range(m, n):
             total = np.float32(total + terms[i])
-        assert kernels.dot8(w, 5, x, 2, n) == total
+        assert dots.dot8(w, 5, x, 2, n) == total
         assert dot(w[5:5 + n].copy(), x[2:2 + n].copy()) == total
 
 
@@ -83,9 +83,9 @@ def test_dot_order_benchmark_runs_and_reports_its_ratio(capsys):
     rng = np.random.default_rng(0)
     w = rng.standard_normal(800).astype(np.float32)
     x = rng.standard_normal(784).astype(np.float32)
-    assert abs(float(bench.dot_reassoc(w, 16, x, 0, 784)) - float(kernels.dot8(w, 16, x, 0, 784))) < 1e-3
+    assert abs(float(bench.dot_reassoc(w, 16, x, 0, 784)) - float(dots.dot8(w, 16, x, 0, 784))) < 1e-3
     for wo, n in ((16, 784), (3, 13), (0, 7), (0, 0)):
-        assert bench.dot8_scalar(w, wo, x, 0, n) == kernels.dot8(w, wo, x, 0, n)  # same order, same bits
+        assert bench.dot8_scalar(w, wo, x, 0, n) == dots.dot8(w, wo, x, 0, n)  # same order, same bits
     assert bench.main(["--reps", "1", "--repeats", "1"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"reassoc \(baseline\)\s+[\d.]+ us\s+1\.00x", out)
@@ -105,9 +105,10 @@ def _compiled_functions():
 
     import bimu.edge
     import bimu.engine
+    import bimu.rng
     from bimu.engine.rowpass import generated_module
 
-    modules = [generated_module(2)]
+    modules = [generated_module(2), bimu.rng]
     for pkg in (bimu.engine, bimu.edge):
         for info in pkgutil.iter_modules(pkg.__path__):
             modules.append(importlib.import_module(f"{pkg.__name__}.{info.name}"))
@@ -126,7 +127,7 @@ def test_every_compiled_function_sets_its_own_fast_math_flags():
     had run first. Every function that is not inlined into its callers (``inline='always'``, which takes
     the caller's flags by design) states its flags."""
     functions = _compiled_functions()
-    assert "bimu.engine.kernels.dot8" in functions and len(functions) > 30
+    assert "bimu.engine.dots.dot8" in functions and len(functions) > 30
     unset = [name for name, fn in functions.items()
              if fn.targetoptions.get("inline") != "always" and "fastmath" not in fn.targetoptions]
     assert unset == []
@@ -142,11 +143,11 @@ def test_evaluation_kernel_has_dot8_bits_in_every_slot():
             w = rng.standard_normal((2, n)).astype(dtype)
             x = rng.standard_normal((4, n)).astype(dtype)
             out = np.full(8, np.nan, dtype)
-            kernels.dot4x2(w[0], w[1], x[0], x[1], x[2], x[3], out)
-            want = [kernels.dot8(w[j], 0, x[r], 0, n) for r in range(4) for j in range(2)]
+            dots.dot4x2(w[0], w[1], x[0], x[1], x[2], x[3], out)
+            want = [dots.dot8(w[j], 0, x[r], 0, n) for r in range(4) for j in range(2)]
             assert out.tolist() == [float(v) for v in want], (dtype, n)
     with pytest.raises(ValueError, match="rows of one length"):
-        kernels.dot4x2(w[0], w[1][:3], x[0], x[1], x[2], x[3], out)
+        dots.dot4x2(w[0], w[1][:3], x[0], x[1], x[2], x[3], out)
 
 
 def test_training_row_sums_have_dot8_bits_for_every_row_count():
@@ -162,10 +163,10 @@ def test_training_row_sums_have_dot8_bits_for_every_row_count():
         for rows in (1, 2, 5, 8):
             for n in (0, 7, 8, 13, 784):
                 offs = tuple(k * 800 + k for k in range(rows))
-                want = tuple(kernels.dot8(w, o, x, 0, n) for o in offs)
-                assert kernels.dot_rows(w, offs, x, n) == want, (dtype, rows, n)
+                want = tuple(dots.dot8(w, o, x, 0, n) for o in offs)
+                assert dots.dot_rows(w, offs, x, n) == want, (dtype, rows, n)
     with pytest.raises(TypingError):
-        kernels.dot_rows(w, tuple(range(kernels.ROWS_PER_DOT + 1)), x, 8)
+        dots.dot_rows(w, tuple(range(dots.ROWS_PER_DOT + 1)), x, 8)
 
 
 def test_no_compiled_function_lets_the_vectoriser_reorder_a_sum():
@@ -177,4 +178,4 @@ def test_no_compiled_function_lets_the_vectoriser_reorder_a_sum():
                      if "reassoc" in (fn.targetoptions.get("fastmath") or ()))
     assert reassoc == []
     assert any(name.endswith(".sample_row") for name in functions)
-    assert "bimu.engine.kernels.dot4x2" in functions
+    assert "bimu.engine.dots.dot4x2" in functions

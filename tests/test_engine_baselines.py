@@ -12,7 +12,7 @@ import torch
 
 import bimu.engine as engine
 from bimu.engine import FUSED_METHODS, create_fused, supports
-from bimu.engine.fused_common import layer_pairs, views
+from bimu.engine.base import layer_pairs, views
 from bimu.methods import create_method
 from bimu.methods.bimu import mc_nll
 from bimu.nn import rbg
@@ -358,8 +358,8 @@ def test_bad_inputs_raise_clear_errors(name):
 
 
 def test_public_objects_have_docstrings():
+    import bimu.engine.base as base
     import bimu.engine.dense as dense
-    import bimu.engine.fused_common as fused_common
     import bimu.engine.fused_gaussian as fused_gaussian
     import bimu.engine.fused_real as fused_real
     import bimu.engine.fused_sign as fused_sign
@@ -370,7 +370,7 @@ def test_public_objects_have_docstrings():
     def documented(obj):
         return bool((obj.__doc__ or "").strip())
 
-    mods = (engine, dense, fused_common, fused_gaussian, fused_real, fused_sign, gaussian, real, sign)
+    mods = (engine, dense, base, fused_gaussian, fused_real, fused_sign, gaussian, real, sign)
     assert all(documented(mod) for mod in mods)
     public = [(f"{mod.__name__}.{n}", o) for mod in mods for n, o in vars(mod).items()
               if not n.startswith("_") and getattr(o, "__module__", None) == mod.__name__

@@ -6,15 +6,16 @@ import sys
 
 import numpy as np
 
-from bimu.engine import cache, kernels, rowpass
+from bimu import rng
+from bimu.engine import cache, dots
 
 
 def test_the_engine_cache_is_stamped_with_the_sources_it_was_built_from():
     dispatchers = cache.engine_dispatchers()
-    assert kernels.dot8 in dispatchers and rowpass.dot in dispatchers
-    stamp = cache.Path(rowpass.dot._cache._cache_path) / cache.STAMP
+    assert dots.dot8 in dispatchers and dots.dot in dispatchers and rng.hash64 in dispatchers
+    stamp = cache.Path(dots.dot._cache._cache_path) / cache.STAMP
     if stamp.exists():  # absent only where the cache folder cannot be written
-        assert stamp.read_text().strip() == rowpass._engine_digest()
+        assert stamp.read_text().strip() == cache.engine_digest()
     assert cache.refresh_stale_cache() == []  # same sources: nothing emptied
 
 

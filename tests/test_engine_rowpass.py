@@ -3,8 +3,9 @@
 import numpy as np
 import pytest
 
+from bimu.engine.dots import dot8
 from bimu.engine.fastpath import _rows
-from bimu.engine.kernels import KIND_BAYESBINN, KIND_BIMU, dot8
+from bimu.engine.hparams import KIND_BAYESBINN, KIND_BIMU
 from bimu.engine.rowpass import row_pass_kernel
 
 
@@ -115,5 +116,5 @@ def test_generated_module_name_follows_the_engine_source(monkeypatch):
     name = rowpass.generated_name(3)
     assert name == rowpass.generated_name(3) and name.startswith("bimu_rowpass_k3_")
     assert rowpass.generated_name(4) != name
-    monkeypatch.setattr(rowpass, "_engine_digest", lambda: "0" * 64)
+    monkeypatch.setattr(rowpass, "engine_digest", lambda: "0" * 64)
     assert rowpass.generated_name(3) != name

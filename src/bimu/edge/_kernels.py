@@ -12,13 +12,9 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-MIX1 = np.uint64(0xBF58476D1CE4E5B9)
-MIX2 = np.uint64(0x94D049BB133111EB)
+from bimu.rng import hash64, mix64
+
 SEED_SALT = np.uint64(0x5EEDB1A5EDB1A5ED)
-_S30 = np.uint64(30)
-_S27 = np.uint64(27)
-_S31 = np.uint64(31)
 _ONE = np.uint64(1)
 _ZERO = np.uint64(0)
 _ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -40,20 +36,12 @@ def popcount64(typingctx, x):
     return sig, codegen
 
 
-@njit(cache=True, inline="always")
-def mix64(z):
-    """SplitMix64 finaliser (Stafford's variant 13) of a uint64."""
-    z = (z ^ (z >> _S30)) * MIX1
-    z = (z ^ (z >> _S27)) * MIX2
-    return z ^ (z >> _S31)
-
-
 @njit(cache=True, fastmath=False)
 def stream_key(seed, sample, layer):
     """Key of the SplitMix64 stream that draws the weights of one MC ``sample`` of one ``layer``."""
     s = mix64(np.uint64(seed) ^ SEED_SALT)
     c = np.uint64(sample) * np.uint64(64) + np.uint64(layer) + _ONE
-    return mix64(s + c * GOLDEN)
+    return hash64(s, c)
 
 
 @njit(cache=True, fastmath=False)
@@ -62,8 +50,9 @@ def sample_layer_bits(planes, valid_last, key, out_bits):
 
     ``planes[o, w, j]`` holds bit ``31 - j`` of the thresholds of the 64 weights of word ``w`` of row
     ``o``; the random integer ``r`` of lane ``i`` has bit ``31 - j`` equal to bit ``i`` of the random
-    word ``R = splitmix64(key, (o * n_words + w) * 32 + j)``. The comparison ``r < t`` runs from the
-    most significant plane down and stops when every lane is decided (about 7 planes of 32).
+    word ``R = hash64(key, (o * n_words + w) * 32 + j + 1)`` (:func:`bimu.rng.hash64`). The comparison
+    ``r < t`` runs from the most significant plane down and stops when every lane is decided (about 7
+    planes of 32).
     """
     key = np.uint64(key)
     valid_last = np.uint64(valid_last)
@@ -77,7 +66,7 @@ def sample_layer_bits(planes, valid_last, key, out_bits):
             for j in range(PLANES):
                 if eq == _ZERO:
                     break
-                r = mix64(key + (ctr + np.uint64(j) + _ONE) * GOLDEN)
+                r = hash64(key, ctr + np.uint64(j) + _ONE)
                 t = planes[o, w, j]
                 lt |= eq & ~r & t
                 eq &= ~(r ^ t)
@@ -93,7 +82,7 @@ def random_words(key, n_out, n_words):
         for w in range(n_words):
             ctr = np.uint64((o * n_words + w) * PLANES)
             for j in range(PLANES):
-                out[o, w, j] = mix64(key + (ctr + np.uint64(j) + _ONE) * GOLDEN)
+                out[o, w, j] = hash64(key, ctr + np.uint64(j) + _ONE)
     return out
 
 

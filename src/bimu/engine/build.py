@@ -51,8 +51,9 @@ def build_method(name: str, sizes: Sequence[int], seed: int, hparams: Mapping[st
             if supports(name, list(sizes), dict(hparams)):
                 return create_fused(name, list(sizes), seed, dict(hparams), threads=_threads(threads)), "fused"
             if engine == "fused":
+                why = fused.why_unsupported(name, list(sizes), dict(hparams))
                 raise ValueError(f"engine 'fused' does not support method {name!r} with sizes {list(sizes)} "
-                                 "and these hyperparameters; use engine 'torch' or 'auto'")
+                                 f"and these hyperparameters{f': {why}' if why else ''}; use engine 'torch' or 'auto'")
     return create_method(name, list(sizes), seed, **hparams), "torch"
 
 

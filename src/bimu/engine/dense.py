@@ -5,7 +5,7 @@ Layout: a network of ``sizes = [in, hidden..., out]`` keeps the weights of layer
 statistic, ...) at ``V[boff[l]:boff[l+1]]``; :func:`offsets` computes both. ``S`` weight sets (Monte
 Carlo samples) are stored one after the other (set ``s`` at ``s * woff[-1]``).
 
-Every dot product goes through :func:`bimu.engine.fastpath.dot` (one compiled function, fixed
+Every dot product goes through :func:`bimu.engine.dots.dot` (one compiled function, fixed
 summation order), every other reduction runs in a fixed serial order, and evaluation handles each
 example on its own, so results do not depend on the thread count or on the batch an example is in.
 """
@@ -17,10 +17,10 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from bimu.engine.fastpath import dot
-from bimu.engine.kernels import ACT_GATE, ACT_RELU, ACT_SIGN, as_like, gate_forward
-
-_OPTS = dict(cache=True, error_model="numpy", nogil=True, boundscheck=False)
+from bimu.engine.dots import dot
+from bimu.engine.hparams import ACT_GATE, ACT_RELU, ACT_SIGN
+from bimu.engine.scalar import KERNEL_OPTS, gate_forward
+from bimu.rng import as_like
 
 
 def offsets(sizes) -> tuple[np.ndarray, np.ndarray]:
@@ -38,7 +38,7 @@ def offsets(sizes) -> tuple[np.ndarray, np.ndarray]:
     return woff, boff
 
 
-@njit(inline="always", **_OPTS)
+@njit(inline="always", **KERNEL_OPTS)
 def ce_delta(z, y, out):
     """``out = softmax(z) - onehot(y)`` (the cross-entropy gradient of one example's logits ``z``)."""
     C = z.shape[0]
@@ -54,7 +54,7 @@ def ce_delta(z, y, out):
     out[y] -= as_like(1.0, mx)
 
 
-@njit(inline="always", **_OPTS)
+@njit(inline="always", **KERNEL_OPTS)
 def _unit(z, act, gate, m, inv, g, b, norm):
     """Norm (``(z - m) * inv * g + b`` when ``norm``), then nothing / ReLU / sign / the gate
     ``1[|z| > gate]`` (``act`` -1 / 0 / 1 / 2)."""
@@ -69,7 +69,7 @@ def _unit(z, act, gate, m, inv, g, b, norm):
     return z
 
 
-@njit(fastmath=False, **_OPTS)
+@njit(fastmath=False, **KERNEL_OPTS)
 def _forward_one(x, W, Bias, NM, NI, NG, NB, sizes, woff, boff, s, act, gate, norm, bias, cur, nxt, out, b):
     """Logits of one example under weight set ``s`` into ``out[s, b]`` (scratch ``cur``, ``nxt``)."""
     L = sizes.shape[0] - 1
@@ -93,7 +93,7 @@ def _forward_one(x, W, Bias, NM, NI, NG, NB, sizes, woff, boff, s, act, gate, no
         out[s, b, c] = cur[c]
 
 
-@njit(parallel=True, fastmath=False, **_OPTS)
+@njit(parallel=True, fastmath=False, **KERNEL_OPTS)
 def dense_forward(X, W, Bias, NM, NI, NG, NB, sizes, woff, boff, S, act, gate, norm, bias, threads, out):
     """Logits ``out [S, B, C]`` of the rows of ``X`` under ``S`` weight sets (evaluation, no training).
 

@@ -1,35 +1,28 @@
-"""Specialised kernels for the product's main case: batch size 1, temperature 1 (numba, ``cache=True``).
+"""The binary networks' training kernels for the main case: batch size 1, temperature 1 (numba).
 
-Same layouts, counters and update rule as :func:`bimu.engine.kernels.train_steps` (the arithmetic of
-the update is rearranged to one division, so results agree with it to rounding, not bit for bit),
+Same layouts, counters and update rule as :func:`bimu.engine.binary_train.train_steps` (the arithmetic
+of the update is rearranged to one division, so results agree with it to rounding, not bit for bit),
 organised for speed:
 
 * every index into a big array goes through a row slice (``a[e0:e0+n][i]`` with ``i`` from
-  ``range``): numba's negative-index wraparound code on ``a[e0 + i]`` kept the loops scalar and was
-  the main cost of the previous kernels (about 18x on the gradient loop);
+  ``range``): numba's negative-index wraparound code on ``a[e0 + i]`` keeps loops scalar (about 18x
+  slower on the gradient loop);
 * one pass per step over each row of the first layer (the bulk of the parameters) does everything
   that touches the row while it is in L1 cache: accumulate the gradient over the K samples, apply
   the update, draw the next step's K relaxed samples, and compute the next step's first-layer
   pre-activations (K dot products with the next input). That pass is compiled once per ``K``
-  (:func:`bimu.engine.rowpass.row_pass_kernel`, obtained through :func:`train_steps_b1_kernel`): with
-  ``K`` a compile-time constant the loops over samples unroll inside the column loop, which then
+  (:mod:`bimu.engine.rowpass`, which also compiles :func:`_train_steps_b1_template` for each ``K``):
+  with ``K`` a compile-time constant the loops over samples unroll inside the column loop, which then
   vectorises as a whole (no gradient vector is written; each sample is loaded and stored once);
 * one exp per parameter and step: ``exp(-2|lambda|)`` of the new lambda is kept (``BT``) for the next
   step's update and is what the T = 1 sampling identity needs;
-* the relaxed uniforms come from a 32-bit hash keyed per row (:func:`bimu.engine.rng.relaxed_uniforms`),
+* the relaxed uniforms come from a 32-bit hash keyed per row (:func:`bimu.rng.relaxed_uniforms`),
   which vectorises with 32-bit integer lanes;
 * the upper layers (small) use :func:`row_step` (FMA contraction on); the serial and the threaded
   drivers call the same compiled functions, so results do not depend on the thread count or on how
   steps are grouped into calls;
 * no allocation inside the step loop: scratch is allocated once per method object
   (:func:`make_scratch`).
-
-Evaluation (:func:`hard_forward`): the K hard weight sets are drawn once per call
-(:func:`bimu.engine.kernels.sample_weights`) and the first layer is computed by a register-blocked
-kernel (:func:`bimu.engine.kernels.dot4x2`: four examples by two weight rows, each sum with the bits
-of :func:`bimu.engine.kernels.dot8`) on a batch padded to a multiple of four; each pair of weight rows
-is loaded once per block of :data:`EVAL_BLOCK` examples. An example's result does not depend on its
-batch, on the compile history or on the machine's vector width.
 """
 
 from __future__ import annotations
@@ -39,32 +32,18 @@ import math
 import numpy as np
 from numba import get_thread_id, njit, prange
 
-from bimu.engine.rowpass import dot
-from bimu.engine.kernels import (
-    KIND_BIMU,
-    _act_grad,
-    _h32,
-    _layer_norm_act,
-    _row_key,
-    _u32,
-    as_like,
-    bayesbinn_lambda_step,
-    bimu_lambda_step,
-    dot4x2,
-    fexp,
-    ln_backward,
-)
-
-_OPTS = dict(cache=True, error_model="numpy", nogil=True, boundscheck=False)
-
-EVAL_BLOCK = 32
-"""Examples per evaluation block (a multiple of 4): the first layer's weights are read once per block."""
+from bimu.engine.binary_ops import (act_grad, bayesbinn_lambda_step, bimu_coefficients, bimu_lambda_step,
+                                    layer_norm_act, ln_backward)
+from bimu.engine.dots import dot
+from bimu.engine.hparams import KIND_BIMU, BinaryHP, Cfg
+from bimu.engine.scalar import KERNEL_OPTS, fexp
+from bimu.rng import as_like, hash32, row_key, uniform32
 
 ROWS_PER_TASK = 10
 """Rows of the first layer per parallel work item (the threaded driver splits rows in such blocks)."""
 
 
-@njit(fastmath={"contract"}, **_OPTS)
+@njit(fastmath={"contract"}, **KERNEL_OPTS)
 def row_step(lam, prior, W, G, e0, wb, kstride, n, K, c, inp, ioff, istride, have_g, update, sample, kind, hp,
              key, step, bt):
     """All the per-step work on one weight row ``lam[e0:e0+n]`` (samples at ``W[wb + k*kstride + i]``).
@@ -75,7 +54,7 @@ def row_step(lam, prior, W, G, e0, wb, kstride, n, K, c, inp, ioff, istride, hav
        ``b = exp(-2 |lambda|)`` from ``bt[e0 + i]`` and writing that of the new lambda there (``bt``
        must hold ``exp(-2 |lam|)`` for the whole row on entry: one exp per parameter and step);
     3. if ``sample``: the K relaxed samples (T = 1) of training step ``step`` (uniforms of
-       :func:`bimu.engine.rng.relaxed_uniforms`);
+       :func:`bimu.rng.relaxed_uniforms`);
 
     ``c`` holds the K output gradients followed by scratch for ``3 n`` values.
     Compiled with FMA contraction (``fastmath={"contract"}``: fewer instructions, not less accurate);
@@ -91,7 +70,7 @@ def row_step(lam, prior, W, G, e0, wb, kstride, n, K, c, inp, ioff, istride, hav
         for i in range(n):
             g_[i] = 0
         # BayesBiNN's ratio_eps is added to each sample's 1 - w^2 (0 for BiMU: adding it leaves the same bits)
-        geps = as_like(hp[1], one) if kind != KIND_BIMU else as_like(0.0, one)
+        geps = as_like(hp[BinaryHP.RATIO_EPS], one) if kind != KIND_BIMU else as_like(0.0, one)
         for k in range(K):
             ck = c[k]
             w_ = W[wb + k * kstride:wb + k * kstride + n]
@@ -101,20 +80,15 @@ def row_step(lam, prior, W, G, e0, wb, kstride, n, K, c, inp, ioff, istride, hav
                 g_[i] += (ck * x_[i]) * ((one - w * w) + geps)
     if update:
         if kind == KIND_BIMU:
-            gbl = hp[0]
-            two_bl = hp[1]
-            bkl = hp[2]
-            ilm = hp[3]
-            kln = hp[4]
-            pr0 = hp[5]
+            gbl, two_bl, bkl, ilm, kln, pr0 = bimu_coefficients(hp)
             for i in range(n):
                 ln = bimu_lambda_step(lr_[i], g_[i], b_[i], gbl, two_bl, bkl, ilm, kln, pr0)
                 lr_[i] = ln
                 b_[i] = fexp(m2 * abs(ln))
         else:
-            lr = hp[0]
-            cpr = hp[4]
-            beps = as_like(hp[1], one)
+            lr = hp[BinaryHP.LR]
+            cpr = hp[BinaryHP.PRIOR_PULL]
+            beps = as_like(hp[BinaryHP.RATIO_EPS], one)
             p_ = prior[e0:e0 + n]
             for i in range(n):
                 ln = bayesbinn_lambda_step(lr_[i], g_[i], b_[i], lr, cpr, p_[i], beps)
@@ -132,16 +106,16 @@ def row_step(lam, prior, W, G, e0, wb, kstride, n, K, c, inp, ioff, istride, hav
         pp[i] = b if pos else one
         qq[i] = (one - b) if pos else (b - one)
         ob[i] = one + b
-    rlo, rhi = _row_key(key, step, lam.shape[0], e0)
+    rlo, rhi = row_key(key, step, lam.shape[0], e0)
     for k in range(K):
         w_ = W[wb + k * kstride:wb + k * kstride + n]
         for i in range(n):
-            u = _u32(_h32(rlo, rhi, np.uint32(i * K + k)), one)
+            u = uniform32(hash32(rlo, rhi, np.uint32(i * K + k)), one)
             p = pp[i]
             w_[i] = (u * ob[i] - p) / (p + u * qq[i])
 
 
-@njit(fastmath=False, **_OPTS)
+@njit(fastmath=False, **KERNEL_OPTS)
 def _rows(lam, prior, W, G, r0, r1, e_base, wbase, n_in, kstride, K, C0, coff, n_out, inp, ioff, istride, have_g,
           update, kind, hp, key, step, bt, c):
     """:func:`row_step` on rows ``r0 .. r1-1`` of one layer (``C0[coff + k * n_out + o]`` the output
@@ -153,38 +127,29 @@ def _rows(lam, prior, W, G, r0, r1, e_base, wbase, n_in, kstride, K, C0, coff, n
                  have_g, update, True, kind, hp, key, step, bt)
 
 
-def train_steps_b1_kernel(K: int):
-    """The compiled :func:`_train_steps_b1_template` for ``K`` samples: a module generated once per ``K``
-    (:func:`bimu.engine.rowpass.generated_module`, cached on disk like every other kernel) in which the
-    first layer runs the per-K row pass."""
-    from bimu.engine.rowpass import generated_module
-
-    return generated_module(K).train_steps_b1
-
-
 # The template of the generated ``train_steps_b1`` (plain Python here; never called directly). The
 # names ``first_layer`` and ``first_layer_resample`` are the generated module's per-K row pass and
-# resampling functions.
+# resampling functions (:mod:`bimu.engine.rowpass`).
 def _train_steps_b1_template(X, Y, n_steps, lam, prior, W, sizes, poff, cfg, hp, key, step0, threads, Z0, Z, XH, A,
                              DZ, DA, RS, G, BT, CV):
     """``n_steps`` online steps of batch size 1 at temperature 1 (rows of ``X`` / ``Y`` in order).
 
-    Same contract as :func:`bimu.engine.kernels.train_steps` with ``B = 1`` (results agree to rounding);
-    no allocation.
-    Scratch (see :func:`make_scratch`): ``Z0`` (``K * sizes[1]``, next first-layer pre-activations),
-    ``Z, XH, A, DZ`` (``K * sum(sizes[1:])`` each), ``DA`` (``K * max(sizes)``), ``RS`` (float64,
-    ``K * L``), ``G`` (``P``), ``BT`` (``P``, receives ``exp(-2 |lam|)``), ``CV`` (``[threads, K + 3 max(sizes)]``). Returns
-    the number of steps whose gradient was not identically zero. ``threads > 1`` splits the first
+    Same contract as :func:`bimu.engine.binary_train.train_steps` with ``B = 1`` (results agree to
+    rounding); no allocation. Scratch (see :func:`make_scratch`): ``Z0`` (``K * sizes[1]``, next
+    first-layer pre-activations), ``Z, XH, A, DZ`` (``K * sum(sizes[1:])`` each), ``DA``
+    (``K * max(sizes)``), ``RS`` (float64, ``K * L``), ``G`` (``P``), ``BT`` (``P``, receives
+    ``exp(-2 |lam|)``), ``CV`` (``[threads, K + 3 max(sizes)]``). Returns the number of steps whose
+    gradient was not identically zero. ``threads > 1`` splits the first
     layer's rows over threads in blocks of :data:`ROWS_PER_TASK`; results do not depend on it.
     """
     L = sizes.shape[0] - 1
-    K = cfg[4]
+    K = cfg[Cfg.K]
     P = lam.shape[0]
     D = sizes[0]
-    act = cfg[0]
-    out_norm = cfg[1]
-    kind = cfg[2]
-    gate = hp[7]
+    act = cfg[Cfg.ACT]
+    out_norm = cfg[Cfg.OUT_NORM]
+    kind = cfg[Cfg.KIND]
+    gate = hp[BinaryHP.GATE]
     n0 = sizes[1]
     k0stride = D * n0
     hoff = np.zeros(L + 1, dtype=np.int64)
@@ -221,7 +186,7 @@ def _train_steps_b1_template(X, Y, n_steps, lam, prior, W, sizes, poff, cfg, hp,
             for k in range(K):
                 base = hoff[l] + k * n_out
                 if hidden or out_norm:
-                    _layer_norm_act(Z, XH, A, RS[l * K + k:], base, n_out, hp[8], act, gate, hidden)
+                    layer_norm_act(Z, XH, A, RS[l * K + k:], base, n_out, hp[BinaryHP.LN_EPS], act, gate, hidden)
                 else:
                     for o in range(n_out):
                         A[base + o] = Z[base + o]
@@ -264,7 +229,7 @@ def _train_steps_b1_template(X, Y, n_steps, lam, prior, W, sizes, poff, cfg, hp,
                         da_[i] += cz * w_[i]
                 base = hoff[l - 1] + k * n_in
                 for i in range(n_in):
-                    DA[k * n_in + i] *= _act_grad(XH[base + i], act, gate)
+                    DA[k * n_in + i] *= act_grad(XH[base + i], act, gate)
                 ln_backward(DA, k * n_in, XH, base, DZ, RS[(l - 1) * K + k], n_in)
         # ---------------- gradients of the upper layers (small); is the whole gradient zero?
         nonzero = False
@@ -324,7 +289,7 @@ def _train_steps_b1_template(X, Y, n_steps, lam, prior, W, sizes, poff, cfg, hp,
 
 
 def make_scratch(sizes, K: int, threads: int, dtype) -> tuple:
-    """Scratch arrays of :func:`train_steps_b1` (after ``Z0``), allocated once per method object."""
+    """Scratch arrays of the generated ``train_steps_b1`` (from ``Z0`` on), allocated once per method object."""
     L = len(sizes) - 1
     H = K * int(sum(sizes[1:]))
     maxw = int(max(sizes))
@@ -332,93 +297,3 @@ def make_scratch(sizes, K: int, threads: int, dtype) -> tuple:
     return (np.zeros(K * int(sizes[1]), dtype), np.zeros(H, dtype), np.zeros(H, dtype), np.zeros(H, dtype),
             np.zeros(H, dtype), np.zeros(K * maxw, dtype), np.zeros(K * L, np.float64), np.zeros(P, dtype),
             np.zeros(P, dtype), np.zeros((threads, K + 3 * maxw), dtype))
-
-
-# ----------------------------------------------------------------------------- evaluation
-@njit(parallel=True, fastmath=False, **_OPTS)
-def hard_forward(Xp, B, W, sizes, poff, cfg, hp, K, threads, n_pool, out):
-    """Logits ``out [K, B, C]`` of the first ``B`` rows of ``Xp`` (rows padded to a multiple of 4 with
-    zeros) under the K hard weight sets in ``W`` (layout of :mod:`bimu.engine.kernels`).
-
-    The first layer runs four examples by two weight rows at a time
-    (:func:`bimu.engine.kernels.dot4x2`), the upper layers
-    use :func:`dot`; every example follows the same arithmetic wherever it sits in the batch.
-    ``threads > 1`` splits blocks of :data:`EVAL_BLOCK` examples over threads (``n_pool``: size of numba's pool).
-    """
-    L = sizes.shape[0] - 1
-    D = sizes[0]
-    act = cfg[0]
-    out_norm = cfg[1]
-    gate = hp[7]
-    eps = hp[8]
-    maxw = 0
-    for l in range(1, L + 1):
-        maxw = max(maxw, sizes[l])
-    nblk = (Xp.shape[0] + EVAL_BLOCK - 1) // EVAL_BLOCK
-    S = np.zeros((n_pool, 3, K * EVAL_BLOCK * maxw), dtype=W.dtype)
-    tmp = np.zeros((n_pool, 8), dtype=W.dtype)
-    rs = np.zeros((n_pool, 1), dtype=np.float64)
-    zero_row = np.zeros(D, dtype=W.dtype)
-    if threads > 1:
-        for blk in prange(nblk):
-            t = get_thread_id()
-            _hard_block(Xp, B, W, sizes, poff, act, out_norm, gate, eps, K, blk, zero_row, S[t, 0], S[t, 1],
-                        S[t, 2], rs[t], tmp[t], out)
-    else:
-        for blk in range(nblk):
-            _hard_block(Xp, B, W, sizes, poff, act, out_norm, gate, eps, K, blk, zero_row, S[0, 0], S[0, 1],
-                        S[0, 2], rs[0], tmp[0], out)
-
-
-@njit(fastmath=False, **_OPTS)
-def _hard_block(Xp, B, W, sizes, poff, act, out_norm, gate, eps, K, blk, zero_row, cur, nxt, xh, rs, tmp, out):
-    """One block of up to :data:`EVAL_BLOCK` examples through the whole network (see :func:`hard_forward`).
-
-    The first layer loads each pair of weight rows once per block and runs
-    :func:`bimu.engine.kernels.dot4x2` on the
-    block's groups of four examples, so the weights stream from memory once per block, not once per
-    four examples."""
-    L = sizes.shape[0] - 1
-    D = sizes[0]
-    C = sizes[L]
-    n0 = sizes[1]
-    NB = EVAL_BLOCK
-    b0 = blk * NB
-    nb = min(NB, B - b0)
-    ngrp = (nb + 3) // 4
-    for k in range(K):
-        wk = k * D * n0
-        for o in range(0, n0, 2):
-            w0 = W[wk + o * D:wk + (o + 1) * D]
-            w1 = W[wk + (o + 1) * D:wk + (o + 2) * D] if o + 1 < n0 else zero_row
-            for g in range(ngrp):
-                e = b0 + 4 * g
-                dot4x2(w0, w1, Xp[e], Xp[e + 1], Xp[e + 2], Xp[e + 3], tmp)
-                for r in range(4):
-                    nxt[(k * NB + 4 * g + r) * n0 + o] = tmp[2 * r]
-                    if o + 1 < n0:
-                        nxt[(k * NB + 4 * g + r) * n0 + o + 1] = tmp[2 * r + 1]
-    for l in range(L):
-        n_in = sizes[l]
-        n_out = sizes[l + 1]
-        if l > 0:
-            kstride = n_in * n_out
-            for k in range(K):
-                for o in range(n_out):
-                    wo = K * poff[l] + k * kstride + o * n_in
-                    for r in range(nb):
-                        ao = (k * NB + r) * n_in
-                        nxt[(k * NB + r) * n_out + o] = dot(W[wo:wo + n_in], cur[ao:ao + n_in])
-        hidden = l < L - 1
-        for k in range(K):
-            for r in range(nb):
-                base = (k * NB + r) * n_out
-                if hidden or out_norm:
-                    _layer_norm_act(nxt, xh, cur, rs, base, n_out, eps, act, gate, hidden)
-                else:
-                    for o in range(n_out):
-                        cur[base + o] = nxt[base + o]
-    for k in range(K):
-        for r in range(nb):
-            for c in range(C):
-                out[k, b0 + r, c] = cur[(k * NB + r) * C + c]

@@ -22,15 +22,15 @@ from typing import Any
 import numpy as np
 import torch
 
+from bimu.engine.base import FusedMethod, from_tensors, layer_pairs, to_tensors, views
 from bimu.engine.dense import dense_forward, offsets
-from bimu.engine.kernels import ACT_GATE, ACT_RELU
-from bimu.engine.fused_common import EngineMethod, from_tensors, layer_pairs, to_tensors, views
 from bimu.engine.gaussian import gaussian_noise, mesu_train
+from bimu.engine.hparams import ACT_GATE, ACT_RELU, MesuHP, pack
 from bimu.methods.mesu import MESUMethod
 from bimu.nn.gaussian import GaussianMLP
 
 
-class FusedMESU(EngineMethod):
+class FusedMESU(FusedMethod):
     """MESU in the fused engine (see the module docstring). ``mu`` and ``sigma`` are flat arrays: the
     weights of every layer, then the biases of every layer."""
 
@@ -53,9 +53,10 @@ class FusedMESU(EngineMethod):
                                  + [m.mu_bias.detach().numpy() for m in layers]).astype(self.dtype)
         self.sigma = np.concatenate([m.sigma_weight.detach().numpy().reshape(-1) for m in layers]
                                     + [m.sigma_bias.detach().numpy() for m in layers]).astype(self.dtype)
-        self._hp = np.array([hp["lr_mu"], hp["lr_sigma"], hp["sigma_prior"], hp["mu_prior"], hp["memory_window"],
-                             hp["clamp_grad"], hp["gate_width"] if hp["activation"] == "rbg" else 0.0],
-                            dtype=np.float64)
+        self._hp = pack(MesuHP, {MesuHP.LR_MU: hp["lr_mu"], MesuHP.LR_SIGMA: hp["lr_sigma"],
+                                 MesuHP.SIGMA_PRIOR: hp["sigma_prior"], MesuHP.MU_PRIOR: hp["mu_prior"],
+                                 MesuHP.MEMORY_WINDOW: hp["memory_window"], MesuHP.CLAMP_GRAD: hp["clamp_grad"],
+                                 MesuHP.GATE: hp["gate_width"] if hp["activation"] == "rbg" else 0.0}, np.float64)
         self.train_step = 0
         self._scratch_batch = 0
         self._units = np.zeros(int(self.boff[-1]), dtype=self.dtype)
@@ -114,9 +115,9 @@ class FusedMESU(EngineMethod):
         W = np.ascontiguousarray(Wt[:, :Pw]).reshape(-1)
         Bv = np.ascontiguousarray(Wt[:, Pw:]).reshape(-1)
         out = np.empty((n_samples, xn.shape[0], self.sizes[-1]), dtype=self.dtype)
+        gate = float(self._hp[MesuHP.GATE])
         dense_forward(xn, W, Bv, self._units, self._ones, self._ones, self._units, self._sizes, self.woff, self.boff,
-                      n_samples, ACT_GATE if self._hp[6] > 0 else ACT_RELU, float(self._hp[6]), False, True,
-                      self.threads, out)
+                      n_samples, ACT_GATE if gate > 0 else ACT_RELU, gate, False, True, self.threads, out)
         return out
 
     # ----------------------------------------------------------------- state

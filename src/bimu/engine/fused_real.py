@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from bimu.engine.base import FusedMethod, from_tensors, layer_pairs, to_tensors, views
 from bimu.engine.dense import dense_forward, offsets
-from bimu.engine.kernels import ACT_RELU
-from bimu.engine.fused_common import EngineMethod, from_tensors, layer_pairs, to_tensors, views
+from bimu.engine.hparams import ACT_RELU, RealHP, pack
 from bimu.engine.real import KIND_EWC, KIND_SGD, KIND_SI, real_train
 from bimu.methods.ewc_online import OnlineEWCMethod
 from bimu.methods.sgd import SGDMethod
@@ -31,7 +31,7 @@ from bimu.methods.si import SynapticIntelligenceMethod
 from bimu.nn.real_mlp import RealMLP
 
 
-class FusedSGD(EngineMethod):
+class FusedSGD(FusedMethod):
     """SGD on the ReLU MLP in the fused engine (see the module docstring); base of EWC and SI."""
 
     info = SGDMethod.info
@@ -58,7 +58,7 @@ class FusedSGD(EngineMethod):
             self.anchor = self.theta.copy()
         self._units = np.zeros(int(self.boff[-1]), dtype=self.dtype)
         self._ones = np.ones(int(self.boff[-1]), dtype=self.dtype)
-        self._hp = np.array([self.hparams["lr"], self._coefficient()], dtype=self.dtype)
+        self._hp = pack(RealHP, {RealHP.LR: self.hparams["lr"], RealHP.COEF: self._coefficient()}, self.dtype)
         self._scratch_batch = 0
         self.tasks_seen = 0
 

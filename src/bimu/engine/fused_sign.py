@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from bimu.engine.base import FusedMethod, from_tensors, to_tensors, views
 from bimu.engine.dense import dense_forward, offsets
-from bimu.engine.kernels import ACT_GATE, ACT_SIGN
-from bimu.engine.fused_common import EngineMethod, from_tensors, to_tensors, views
+from bimu.engine.hparams import ACT_GATE, ACT_SIGN, SignHP, pack
 from bimu.engine.sign import sign_train
 from bimu.methods.ste import STEMethod
 from bimu.methods.synaptic_metaplasticity import SynapticMetaplasticityMethod
@@ -36,7 +36,7 @@ BN_EPS = OnlineBatchNorm(1).eps
 """The norms' epsilon (that of :class:`bimu.nn.sign_linear.OnlineBatchNorm`)."""
 
 
-class FusedSTE(EngineMethod):
+class FusedSTE(FusedMethod):
     """STE (sign weights and activations, AdamW on latent weights, clip) in the fused engine; base of
     :class:`FusedSynapticMetaplasticity`."""
 
@@ -63,13 +63,14 @@ class FusedSTE(EngineMethod):
         self.RV = np.ones(n_units, self.dtype)
         self.bn_seen = np.zeros(1, np.int64)  # the equinox norms' first-batch flag (INIT of sign_train)
         self.adam_step = 0
-        self._hp = np.array(self._hp_vector(), dtype=np.float64)
+        self._hp = pack(SignHP, self._hp_values(), np.float64)
         self._scratch_batch = 0
 
-    def _hp_vector(self) -> list[float]:
+    def _hp_values(self) -> dict[SignHP, float]:
         hp = self.hparams
-        return [hp["lr"], 0.0, hp["weight_decay"], 1.0, float(hp["clip_latent"]), *ADAM_BETAS, ADAM_EPS, 0.0, BN_EPS,
-                0.0, 0.0]
+        return {SignHP.LR: hp["lr"], SignHP.WEIGHT_DECAY: hp["weight_decay"], SignHP.DECOUPLED: 1.0,
+                SignHP.CLIP: float(hp["clip_latent"]), SignHP.BETA1: ADAM_BETAS[0], SignHP.BETA2: ADAM_BETAS[1],
+                SignHP.EPS: ADAM_EPS, SignHP.BN_EPS: BN_EPS}
 
     def _scratch(self, batch: int) -> tuple:
         if self._scratch_batch != batch:
@@ -107,7 +108,7 @@ class FusedSTE(EngineMethod):
         else:
             gam = inv = np.ones_like(self.RM)
             bet = np.zeros_like(self.RM)
-        gate = float(self._hp[10])
+        gate = float(self._hp[SignHP.GATE])
         dense_forward(xn, wb, self.RM, self.RM, inv, gam, bet, self._sizes, self.woff, self.boff, 1,
                       ACT_GATE if gate > 0 else ACT_SIGN, gate, self._norm, False, self.threads, out)
         return out
@@ -127,7 +128,7 @@ class FusedSTE(EngineMethod):
                 state[name] = to_tensors(getattr(self, name), self._nshapes)
             state["RM"] = torch.from_numpy(self.RM.copy())
             state["RV"] = torch.from_numpy(self.RV.copy())
-            if self._hp[11]:
+            if self._hp[SignHP.BN_EQUINOX]:
                 state["bn_seen"] = bool(self.bn_seen[0])
         return state
 
@@ -164,11 +165,13 @@ class FusedSynapticMetaplasticity(FusedSTE):
         self.task_affine_bank: list[np.ndarray] = []
         self._eval_task: int | None = None
 
-    def _hp_vector(self):
+    def _hp_values(self):
         hp = self.hparams
-        return [hp["lr"], hp["metaplasticity"], hp["weight_decay"], 0.0, 0.0, *ADAM_BETAS, ADAM_EPS,
-                hp["bn_momentum"], BN_EPS, hp["gate_width"] if hp["activation"] == "rbg" else 0.0,
-                1.0 if hp["bn_statistics"] == "equinox" else 0.0]
+        return {SignHP.LR: hp["lr"], SignHP.METAPLASTICITY: hp["metaplasticity"],
+                SignHP.WEIGHT_DECAY: hp["weight_decay"], SignHP.BETA1: ADAM_BETAS[0], SignHP.BETA2: ADAM_BETAS[1],
+                SignHP.EPS: ADAM_EPS, SignHP.BN_MOMENTUM: hp["bn_momentum"], SignHP.BN_EPS: BN_EPS,
+                SignHP.GATE: hp["gate_width"] if hp["activation"] == "rbg" else 0.0,
+                SignHP.BN_EQUINOX: 1.0 if hp["bn_statistics"] == "equinox" else 0.0}
 
     def task_end(self) -> None:
         """With ``task_affine``, store a copy of the norms' affine parameters for this task."""

@@ -9,7 +9,7 @@ prior ``N(mu_prior, sigma_prior^2)``).
 
 Noise: parameter ``e`` (flat index: the weights of every layer at :func:`bimu.engine.dense.offsets`
 ``woff``, then the biases at ``woff[-1] + boff``), sample ``k`` of draw ``s`` takes the 23-bit uniforms
-that the engine's relaxed samples use (:func:`bimu.engine.rng.relaxed_uniforms`: a 64-bit key per row
+that the engine's relaxed samples use (:func:`bimu.rng.relaxed_uniforms`: a 64-bit key per row
 and draw, a 32-bit hash per index ``i * K + k``, computed in 32-bit lanes) and turns each pair of them
 (samples ``2j`` and ``2j + 1``) into two standard normals by :func:`box_muller` (a vectorisable float32
 logarithm and sine/cosine polynomials, error below 1e-7). The uniforms lie in ``[2**-24, 1 - 2**-24]``,
@@ -28,15 +28,10 @@ from numba import njit, types
 from numba.extending import intrinsic, overload
 
 from bimu.engine.dense import ce_delta
-from bimu.engine.fastpath import dot
-from bimu.engine.kernels import (_add32, _h32, _mul32, _row_key, _shr32, _u32, _u32_binop, as_like, gate_forward,
-                                 gate_surrogate)
-
-_OPTS = dict(cache=True, error_model="numpy", nogil=True, boundscheck=False)
-
-HP_FIELDS = ("lr_mu", "lr_sigma", "sigma_prior", "mu_prior", "memory_window", "clamp_grad", "gate")
-"""Order of the float64 hyperparameter vector of :func:`mesu_train`. ``gate`` > 0: hidden activation the
-Reverse Binary Gate ``1[|z| > gate]`` with its surrogate derivative; 0: ReLU."""
+from bimu.engine.dots import dot
+from bimu.engine.hparams import MesuHP
+from bimu.engine.scalar import KERNEL_OPTS, gate_forward, gate_surrogate
+from bimu.rng import add32, as_like, hash32, mul32, row_key, shr32, uint32_op, uniform32
 
 
 def _bitcast(name, src, dst, op):
@@ -57,8 +52,8 @@ def _bitcast(name, src, dst, op):
 _f32_bits = _bitcast("_f32_bits", types.float32, types.uint32, "bitcast")
 _bits_f32 = _bitcast("_bits_f32", types.uint32, types.float32, "bitcast")
 _u32_to_f32 = _bitcast("_u32_to_f32", types.uint32, types.float32, "sitofp")  # values below 2**31
-_and32 = _u32_binop("and_")
-_or32 = _u32_binop("or_")
+_and32 = uint32_op("and_")
+_or32 = uint32_op("or_")
 
 
 def flog(x):
@@ -72,7 +67,7 @@ def _flog_overload(x):
 
         def impl(x):
             ix = _f32_bits(x)
-            e = _u32_to_f32(_shr32(ix, np.uint32(23))) - np.float32(126.0)
+            e = _u32_to_f32(shr32(ix, np.uint32(23))) - np.float32(126.0)
             m = _bits_f32(_or32(_and32(ix, np.uint32(0x007FFFFF)), np.uint32(0x3F000000)))  # x = m 2^e, m in [.5, 1)
             small = np.float32(m < np.float32(0.70710678118654752))  # then x = (2m) 2^(e-1)
             e = e - small
@@ -101,7 +96,7 @@ _SIN = (-1.0 / 6.0, 1.0 / 120.0, -1.0 / 5040.0, 1.0 / 362880.0, -1.0 / 39916800.
 _COS = (-0.5, 1.0 / 24.0, -1.0 / 720.0, 1.0 / 40320.0, -1.0 / 3628800.0, 1.0 / 479001600.0)
 
 
-@njit(inline="always", **_OPTS)
+@njit(inline="always", **KERNEL_OPTS)
 def box_muller(u1, u2):
     """Two independent standard normals from two uniforms in (0, 1) (Box-Muller):
     ``sqrt(-2 log u1) * (cos, sin)(2 pi u2)``, the sine and cosine by Taylor polynomials of
@@ -126,12 +121,12 @@ def box_muller(u1, u2):
     return r * (sn * sn - cs * cs), r * (as_like(-2.0, a) * sn * cs)
 
 
-@njit(fastmath={"contract"}, **_OPTS)
+@njit(fastmath={"contract"}, **KERNEL_OPTS)
 def _noise_row(E, key, step, P, e0, n, K):
     """Normals of parameters ``e0 .. e0+n-1``, all K samples, into ``E[k * P + e]``: samples ``2j`` and
     ``2j + 1`` of column ``i`` come from the uniforms of indices ``i K + 2j`` and ``i K + 2j + 1``
     (an odd K draws the last pair's second uniform from index ``i K + K``, which belongs to no sample)."""
-    rlo, rhi = _row_key(key, step, P, e0)
+    rlo, rhi = row_key(key, step, P, e0)
     one = E[0]
     k32 = np.uint32(K)
     for j in range((K + 1) // 2):
@@ -144,20 +139,20 @@ def _noise_row(E, key, step, P, e0, n, K):
         if k + 1 < K:
             r2 = E[(k + 1) * P + e0:(k + 1) * P + e0 + n]
             for i in range(n):
-                base = _mul32(np.uint32(i), k32)
-                z1, z2 = box_muller(_u32(_h32(rlo, rhi, _add32(base, ka)), one),
-                                    _u32(_h32(rlo, rhi, _add32(base, kb)), one))
+                base = mul32(np.uint32(i), k32)
+                z1, z2 = box_muller(uniform32(hash32(rlo, rhi, add32(base, ka)), one),
+                                    uniform32(hash32(rlo, rhi, add32(base, kb)), one))
                 r1[i] = z1
                 r2[i] = z2
         else:
             for i in range(n):
-                base = _mul32(np.uint32(i), k32)
-                z1, z2 = box_muller(_u32(_h32(rlo, rhi, _add32(base, ka)), one),
-                                    _u32(_h32(rlo, rhi, _add32(base, kb)), one))
+                base = mul32(np.uint32(i), k32)
+                z1, z2 = box_muller(uniform32(hash32(rlo, rhi, add32(base, ka)), one),
+                                    uniform32(hash32(rlo, rhi, add32(base, kb)), one))
                 r1[i] = z1
 
 
-@njit(fastmath=False, **_OPTS)
+@njit(fastmath=False, **KERNEL_OPTS)
 def gaussian_noise(E, key, step, K, sizes, woff, boff):
     """The K standard normals of every parameter at draw ``step`` under ``key``: ``E[k * P + e]``
     (``P = woff[-1] + boff[-1]``; a weight row and a layer's biases each form one row of the hash)."""
@@ -170,16 +165,16 @@ def gaussian_noise(E, key, step, K, sizes, woff, boff):
         _noise_row(E, key, step, P, Pw + boff[l], sizes[l + 1], K)
 
 
-@njit(fastmath=False, **_OPTS)
+@njit(fastmath=False, **KERNEL_OPTS)
 def _mesu_row(mu, sg, gm, gs, n, hp):
     """The MESU step on one row of ``(mu, sigma)`` with data gradients ``gm, gs`` (see the module)."""
     one = mu[0]
-    lr_mu = as_like(hp[0], one)
-    half_lr_s = as_like(0.5 * hp[1], one)
-    sp2 = as_like(hp[2] * hp[2], one)
-    mu_p = as_like(hp[3], one)
-    npv = as_like(hp[4] * hp[2] ** 2, one)
-    clamp = as_like(hp[5], one)
+    lr_mu = as_like(hp[MesuHP.LR_MU], one)
+    half_lr_s = as_like(0.5 * hp[MesuHP.LR_SIGMA], one)
+    sp2 = as_like(hp[MesuHP.SIGMA_PRIOR] * hp[MesuHP.SIGMA_PRIOR], one)
+    mu_p = as_like(hp[MesuHP.MU_PRIOR], one)
+    npv = as_like(hp[MesuHP.MEMORY_WINDOW] * hp[MesuHP.SIGMA_PRIOR] ** 2, one)
+    clamp = as_like(hp[MesuHP.CLAMP_GRAD], one)
     for i in range(n):
         s = sg[i]
         m = mu[i]
@@ -191,12 +186,12 @@ def _mesu_row(mu, sg, gm, gs, n, hp):
         sg[i] = s + half_lr_s * (-s2 * g_s + s * (sp2 - s2) / npv)
 
 
-@njit(fastmath=False, **_OPTS)
+@njit(fastmath=False, **KERNEL_OPTS)
 def mesu_train(X, Y, n_steps, B, K, mu, sg, sizes, woff, boff, hp, key, step0, E, Z, D, G, wrow, gm, gs, p):
     """``n_steps`` online MESU steps of ``B`` examples and ``K`` weight samples each (training draws
-    ``step0 + s``). ``hp``: :data:`HP_FIELDS` (float64). Scratch: ``E`` (``K * P``), ``Z``, ``D``, ``G``
-    (``K * B * boff[-1]``: activations, gradients, the gate's surrogate derivatives), ``wrow``, ``gm``,
-    ``gs`` (widest layer), ``p`` (classes)."""
+    ``step0 + s``). ``hp``: :class:`~bimu.engine.hparams.MesuHP` (float64). Scratch: ``E``
+    (``K * P``), ``Z``, ``D``, ``G`` (``K * B * boff[-1]``: activations, gradients, the gate's surrogate
+    derivatives), ``wrow``, ``gm``, ``gs`` (widest layer), ``p`` (classes)."""
     L = sizes.shape[0] - 1
     Pw = woff[L]
     Pu = boff[L]
@@ -205,7 +200,7 @@ def mesu_train(X, Y, n_steps, B, K, mu, sg, sizes, woff, boff, hp, key, step0, E
     one = mu[0]
     inv_k = as_like(1.0, one) / as_like(K, one)
     zero = as_like(0.0, one)
-    gate = hp[6]
+    gate = hp[MesuHP.GATE]
     use_gate = gate > 0
     for s in range(n_steps):
         r0 = s * B

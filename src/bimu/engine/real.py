@@ -19,14 +19,13 @@ every layer (:func:`bimu.engine.dense.offsets` ``woff``) followed by the biases 
 
 from __future__ import annotations
 
-import numpy as np
 from numba import njit
 
 from bimu.engine.dense import ce_delta
-from bimu.engine.fastpath import dot
-from bimu.engine.kernels import as_like
-
-_OPTS = dict(cache=True, error_model="numpy", nogil=True, boundscheck=False)
+from bimu.engine.dots import dot
+from bimu.engine.hparams import RealHP
+from bimu.engine.scalar import KERNEL_OPTS
+from bimu.rng import as_like
 
 KIND_SGD = 0
 """Plain SGD (no penalty)."""
@@ -36,7 +35,7 @@ KIND_SI = 2
 """Synaptic Intelligence: penalty ``2 c Omega (theta - theta*)``, path integral accumulated."""
 
 
-@njit(fastmath=False, **_OPTS)
+@njit(fastmath=False, **KERNEL_OPTS)
 def _update_row(th, g, pen, anc, acc, path, n, kind, square, nlr, coef):
     """``th += delta`` over one row (``g`` its data gradient), with the method's penalty and trace
     (EWC adds ``g^2`` to ``acc`` when ``square``; batches add their per-example squares themselves)."""
@@ -57,11 +56,11 @@ def _update_row(th, g, pen, anc, acc, path, n, kind, square, nlr, coef):
             path[i] = path[i] - g[i] * d
 
 
-@njit(fastmath=False, **_OPTS)
+@njit(fastmath=False, **KERNEL_OPTS)
 def real_train(X, Y, n_steps, B, theta, pen, anchor, acc, path, sizes, woff, boff, kind, hp, Z, A, D, grow, sq, p):
     """``n_steps`` online steps of ``B`` examples each (rows of ``X``, labels ``Y``, in order).
 
-    ``hp = [lr, coef]`` (``coef``: EWC importance or SI ``2 c``); ``pen`` is EWC's Fisher or SI's Omega.
+    ``hp``: :class:`~bimu.engine.hparams.RealHP`; ``pen`` is EWC's Fisher or SI's Omega.
     Scratch: ``Z``, ``A``, ``D`` (``B * boff[-1]`` values: pre-activations, activations, per-example
     deltas), ``grow``, ``sq`` (widest layer input) and ``p`` (classes).
     """
@@ -69,8 +68,8 @@ def real_train(X, Y, n_steps, B, theta, pen, anchor, acc, path, sizes, woff, bof
     Pw = woff[L]
     Pu = boff[L]
     C = sizes[L]
-    nlr = -hp[0]
-    coef = hp[1]
+    nlr = -hp[RealHP.LR]
+    coef = hp[RealHP.COEF]
     one = theta[0]
     inv_b = as_like(1.0, one) / as_like(B, one)
     for s in range(n_steps):

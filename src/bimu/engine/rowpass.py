@@ -6,22 +6,22 @@ possible:
 1. the gradient of column ``i``: ``g = sum_k (c_k x_i) (1 - w_k^2)`` over the K current samples;
 2. the update (BiMU or BayesBiNN) of ``lambda_i`` and ``b_i = exp(-2 |lambda_i|)`` (one exp);
 3. the K relaxed samples of the next step (T = 1 identity, uniforms of
-   :func:`bimu.engine.rng.relaxed_uniforms`), written over the current ones;
+   :func:`bimu.rng.relaxed_uniforms`), written over the current ones;
 4. the next step's K pre-activations ``z_k = sum_i w_k,i xnext_i``.
 
 Steps 1-2 run in one column loop, step 3 in a second one, step 4 after it. With ``K`` a compile-time
 constant the loops over samples unroll inside the column loops, which then vectorise as a whole (8
 float32 lanes on AVX2): each weight sample is loaded once and stored once per step, no gradient vector
 is written and the 32-bit hash runs on 32-bit lanes. The K pre-activations are then summed by
-:func:`bimu.engine.kernels.dot_rows` over the row's fresh samples (still in L1), each in
-:func:`~bimu.engine.kernels.dot8`'s stated order, up to eight samples per pass over the input: no
+:func:`bimu.engine.dots.dot_rows` over the row's fresh samples (still in L1), each in
+:func:`~bimu.engine.dots.dot8`'s stated order, up to eight samples per pass over the input: no
 loop here lets the vectoriser reorder a sum (FMA contraction only), so training has the same bits
-on every machine, whatever its vector width. (Until 2026-11-27 they were K accumulators of the
-sampling loop, vectorised with ``reassoc``; ``benchmarks/step_anatomy.py`` times that form against
-this one.)
+on every machine, whatever its vector width (``benchmarks/step_anatomy.py`` times this form against
+accumulators of the sampling loop vectorised with ``reassoc``).
 
 A constant ``K`` needs one compiled kernel per ``K``: :func:`generated_module` writes a small module
-for that ``K`` (the templates below with ``K`` set, plus an unrolled sampling function) into
+for that ``K`` (the templates below and :func:`bimu.engine.fastpath._train_steps_b1_template` with
+``K`` set, plus an unrolled sampling function) into
 :func:`kernel_dir` once and imports it, so numba caches its compiled code on disk like any other
 module (``cache=True``; closures over compiled functions would be recompiled in every process). The
 arithmetic of the update and of the samples is that of :func:`bimu.engine.fastpath.row_step` (same
@@ -32,7 +32,6 @@ not depend on threads or on how steps are grouped into calls.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import importlib.util
 import inspect
@@ -43,19 +42,18 @@ import textwrap
 from pathlib import Path
 
 import numpy as np
-from numba import njit
 
-from bimu.engine.kernels import (KIND_BIMU, ROWS_PER_DOT, _row_key, as_like, bayesbinn_lambda_step, bimu_lambda_step,
-                                 dot8, fexp)
+from bimu.engine.binary_ops import bayesbinn_lambda_step, bimu_coefficients, bimu_lambda_step
+from bimu.engine.cache import engine_digest
+from bimu.engine.dots import ROWS_PER_DOT
+from bimu.engine.fastpath import _train_steps_b1_template
+from bimu.engine.hparams import KIND_BIMU, BinaryHP
+from bimu.engine.scalar import fexp
+from bimu.rng import as_like, row_key
 
 MAX_SAMPLES = 64
-"""Largest K the per-K kernels are generated for."""
-
-
-@njit(cache=True, error_model="numpy", nogil=True, boundscheck=False, fastmath=False)
-def dot(w, x):
-    """``sum_i w[i] * x[i]`` in the fixed order of :func:`bimu.engine.kernels.dot8` (the same bits)."""
-    return dot8(w, 0, x, 0, w.shape[0])
+"""Largest K the per-K kernels are generated for: the largest ``n_samples`` of BiMU and BayesBiNN in
+the engine."""
 
 
 # ----------------------------------------------------------------------------- templates
@@ -79,13 +77,10 @@ def _row_pass_template(lam, prior, W, BT, DZ, n_out, r0, r1, D, kstride, x, xn, 
     one = as_like(1.0, lam[0])
     zero = as_like(0.0, lam[0])
     m2 = as_like(-2.0, lam[0])
-    h0 = hp[0]
-    h1 = hp[1]
-    h2 = hp[2]
-    h3 = hp[3]
-    h4 = hp[4]
-    h5 = hp[5]
-    geps = as_like(h1, one)  # BayesBiNN's ratio_eps (used by kind 1 only)
+    gbl, two_bl, bkl, ilm, kln, pr0 = bimu_coefficients(hp)  # BiMU's (kind 0)
+    lr = hp[BinaryHP.LR]  # BayesBiNN's (kind 1)
+    cpr = hp[BinaryHP.PRIOR_PULL]
+    geps = as_like(hp[BinaryHP.RATIO_EPS], one)
     P = lam.shape[0]
     x_ = x[:D]
     xn_ = xn[:D]
@@ -105,7 +100,7 @@ def _row_pass_template(lam, prior, W, BT, DZ, n_out, r0, r1, D, kstride, x, xn, 
                 for k in range(K):
                     w = W[np.uint64(k * kstride + e0) + np.uint64(i)]
                     g += (c[k] * xi) * (one - w * w)
-                lo = bimu_lambda_step(lo, g, b, h0, h1, h2, h3, h4, h5)
+                lo = bimu_lambda_step(lo, g, b, gbl, two_bl, bkl, ilm, kln, pr0)
                 lr_[i] = lo
                 b_[i] = fexp(m2 * abs(lo))
         elif update:
@@ -117,10 +112,10 @@ def _row_pass_template(lam, prior, W, BT, DZ, n_out, r0, r1, D, kstride, x, xn, 
                 for k in range(K):
                     w = W[np.uint64(k * kstride + e0) + np.uint64(i)]
                     g += (c[k] * xi) * ((one - w * w) + geps)
-                lo = bayesbinn_lambda_step(lo, g, b, h0, h4, p_[i], geps)
+                lo = bayesbinn_lambda_step(lo, g, b, lr, cpr, p_[i], geps)
                 lr_[i] = lo
                 b_[i] = fexp(m2 * abs(lo))
-        rlo, rhi = _row_key(key, step, P, e0)
+        rlo, rhi = row_key(key, step, P, e0)
         sample_row(W, lr_, b_, e0, kstride, D, rlo, rhi, xn_, Z0, o, n_out)
 
 
@@ -132,7 +127,7 @@ def _resample_template(lam, W, BT, n_out, r0, r1, D, kstride, xn, Z0, key, step)
     xn_ = xn[:D]
     for o in range(r0, r1):
         e0 = o * D
-        rlo, rhi = _row_key(key, step, P, e0)
+        rlo, rhi = row_key(key, step, P, e0)
         sample_row(W, lam[e0:e0 + D], BT[e0:e0 + D], e0, kstride, D, rlo, rhi, xn_, Z0, o, n_out)
 
 
@@ -144,14 +139,16 @@ import math
 import numpy as np
 from numba import get_thread_id, njit, prange
 
+from bimu.engine.binary_ops import (act_grad, bayesbinn_lambda_step, bimu_coefficients, bimu_lambda_step,
+                                    layer_norm_act, ln_backward)
+from bimu.engine.dots import dot, dot_rows
 from bimu.engine.fastpath import ROWS_PER_TASK, _rows, row_step
-from bimu.engine.kernels import (KIND_BIMU, _act_grad, _add32, _h32, _layer_norm_act, _mul32, _row_key, _u32,
-                                 as_like, bayesbinn_lambda_step, bimu_lambda_step, dot_rows, fexp, ln_backward)
-from bimu.engine.rowpass import dot
+from bimu.engine.hparams import KIND_BIMU, BinaryHP, Cfg
+from bimu.engine.scalar import KERNEL_OPTS as _OPTS, fexp
+# short names of the sampling lines below (benchmarks/step_anatomy.py rewrites them)
+from bimu.rng import add32 as _add32, as_like, hash32 as _h32, mul32 as _mul32, row_key, uniform32 as _u32
 
 K = {K}
-
-_OPTS = dict(cache=True, error_model="numpy", nogil=True, boundscheck=False)
 
 
 @njit(fastmath={{"contract"}}, **_OPTS)
@@ -174,6 +171,7 @@ def sample_row(W, lr_, b_, e0, kstride, D, rlo, rhi, xn_, Z0, o, n_out):
 _COMPILED = (  # (template, name in the generated module, decorator)
     (_row_pass_template, "first_layer", '@njit(fastmath={"contract"}, **_OPTS)'),
     (_resample_template, "first_layer_resample", "@njit(fastmath=False, **_OPTS)"),
+    (_train_steps_b1_template, "train_steps_b1", '@njit(parallel=True, fastmath={"contract"}, **_OPTS)'),
 )
 
 
@@ -194,12 +192,8 @@ def _sample_row_source(K: int) -> str:
 
 def generated_source(K: int) -> str:
     """The full source of the module generated for ``K`` samples."""
-    from bimu.engine import fastpath
-
     parts = [_sample_row_source(K)]
-    compiled = _COMPILED + ((fastpath._train_steps_b1_template, "train_steps_b1",
-                             '@njit(parallel=True, fastmath={"contract"}, **_OPTS)'),)
-    for template, name, decorator in compiled:
+    for template, name, decorator in _COMPILED:
         src = textwrap.dedent(inspect.getsource(template))
         src = src.replace(f"def {template.__name__}(", f"def {name}(", 1)
         parts.append(f"\n\n{decorator}\n{src}")
@@ -216,24 +210,15 @@ def kernel_dir() -> Path:
     return Path(base) / "bimu" / "kernels"
 
 
-@functools.cache
-def _engine_digest() -> str:
-    """SHA-256 of the source of every module of :mod:`bimu.engine` (the generated module calls and inlines
-    their compiled functions). numba's disk cache checks only the file that defines a function, so a
-    generated module is named after this digest as well as its own source: a changed engine, an upgrade
-    or another checkout sharing :func:`kernel_dir` compiles its own module and never reuses code compiled
-    against other callees. Read once per process (the sources a process runs do not change under it)."""
-    digest = hashlib.sha256()
-    for path in sorted(Path(__file__).resolve().parent.glob("*.py")):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()
-
-
 def generated_name(K: int, src: str | None = None) -> str:
     """Module name of the generated kernels for ``K`` samples: ``bimu_rowpass_k{K}_`` and 12 hex digits of
-    the hash of its source (``src``, :func:`generated_source` when not given) and of :func:`_engine_digest`."""
+    the hash of its source (``src``, :func:`generated_source` when not given) and of
+    :func:`bimu.engine.cache.engine_digest`. numba's disk cache checks only the file that defines a
+    function, and the generated module calls and inlines the engine's compiled functions: named after
+    the digest too, a module of a changed engine, an upgrade or another checkout sharing
+    :func:`kernel_dir` is compiled afresh and never reuses code compiled against other callees."""
     src = generated_source(int(K)) if src is None else src
-    return f"bimu_rowpass_k{int(K)}_{hashlib.sha256((src + _engine_digest()).encode()).hexdigest()[:12]}"
+    return f"bimu_rowpass_k{int(K)}_{hashlib.sha256((src + engine_digest()).encode()).hexdigest()[:12]}"
 
 
 _MODULES: dict = {}
@@ -283,7 +268,7 @@ def row_pass_kernel(K: int):
     return generated_module(K).first_layer
 
 
-def row_resample_kernel(K: int):
-    """The compiled ``resample(lam, W, BT, n_out, r0, r1, D, kstride, xn, Z0, key, step)`` for ``K``
-    samples (see :func:`_resample_template`)."""
-    return generated_module(K).first_layer_resample
+def train_steps_b1_kernel(K: int):
+    """The compiled ``train_steps_b1`` for ``K`` samples (see
+    :func:`bimu.engine.fastpath._train_steps_b1_template`), whose first layer runs the per-K row pass."""
+    return generated_module(K).train_steps_b1

@@ -23,20 +23,12 @@ import math
 from numba import njit
 
 from bimu.engine.dense import ce_delta
-from bimu.engine.kernels import as_like, fexp, gate_forward, gate_surrogate
-
-_OPTS = dict(cache=True, error_model="numpy", nogil=True, boundscheck=False)
-
-HP_FIELDS = ("lr", "metaplasticity", "weight_decay", "decoupled", "clip", "beta1", "beta2", "eps", "bn_momentum",
-             "bn_eps", "gate", "bn_equinox")
-"""Order of the float64 hyperparameter vector of :func:`sign_train`. ``gate`` > 0: hidden activation the
-Reverse Binary Gate ``1[|a| > gate]`` with its surrogate derivative; 0: sign with the hard-tanh estimator.
-``bn_equinox`` != 0: the norms' ``equinox`` compatibility statistics of
-:class:`bimu.nn.sign_linear.OnlineBatchNorm` (each batch's own mean and variance folded in, the first
-batch's taken whole while ``INIT[0]`` is 0, gradient through the batch's share)."""
+from bimu.engine.hparams import SignHP
+from bimu.engine.scalar import KERNEL_OPTS, fexp, gate_forward, gate_surrogate
+from bimu.rng import as_like
 
 
-@njit(fastmath=False, **_OPTS)
+@njit(fastmath=False, **KERNEL_OPTS)
 def sign_dot(w, x):
     """``sum_i sign(w[i]) x[i]`` (``sign(0) = +1``), in order."""
     s = as_like(0.0, x[0])
@@ -45,7 +37,7 @@ def sign_dot(w, x):
     return s
 
 
-@njit(fastmath=False, **_OPTS)
+@njit(fastmath=False, **KERNEL_OPTS)
 def adam_row(w, m, v, g, n, lr, meta, wd, decoupled, clip, b1, b2, eps, bc1, bc2):
     """One metaplastic Adam step on ``w[:n]`` (moments ``m, v``, gradient ``g``; ``bc1, bc2`` the bias
     corrections ``1 - beta^t``), as :func:`bimu.optim.metaplastic_adam.metaplastic_adam_update_` (which
@@ -86,28 +78,31 @@ def adam_row(w, m, v, g, n, lr, meta, wd, decoupled, clip, b1, b2, eps, bc1, bc2
         w[i] = wi
 
 
-@njit(fastmath=False, **_OPTS)
+@njit(fastmath=False, **KERNEL_OPTS)
 def sign_train(X, Y, n_steps, B, Wh, NP, RM, RV, mW, vW, mN, vN, sizes, woff, boff, norm, hp, step0, Z, A, H, DY,
                INV, GN, grow, p, MB, INIT):
     """``n_steps`` online steps of ``B`` examples each; Adam's step counter starts at ``step0``.
 
-    ``hp``: :data:`HP_FIELDS` (float64). Scratch: ``Z, A, H, DY`` (``B * boff[-1]``: pre-norm,
-    post-norm, sign and gradient values), ``INV`` (``boff[-1]``), ``GN`` (``2 boff[-1]``), ``grow``
-    (widest layer input), ``p`` (classes), ``MB`` (``boff[-1]``: the batch means, ``bn_equinox``).
+    ``hp``: :class:`~bimu.engine.hparams.SignHP` (float64; ``BN_EQUINOX``: the norms' ``equinox``
+    statistics, each batch's own mean and variance folded in, the first batch's taken whole while
+    ``INIT[0]`` is 0, gradient through the batch's share). Scratch: ``Z, A, H, DY`` (``B * boff[-1]``:
+    pre-norm, post-norm, sign and gradient values), ``INV`` (``boff[-1]``), ``GN`` (``2 boff[-1]``),
+    ``grow`` (widest layer input), ``p`` (classes), ``MB`` (``boff[-1]``: the batch means, ``bn_equinox``).
     ``INIT[0]``: whether the norms have seen a batch (``bn_equinox``; set to 1 by the first step).
     """
     L = sizes.shape[0] - 1
     Pu = boff[L]
     C = sizes[L]
-    lr, meta, wd, decoupled, clip = hp[0], hp[1], hp[2], hp[3] != 0, hp[4] != 0
-    b1, b2, eps = hp[5], hp[6], hp[7]
+    lr, meta, wd = hp[SignHP.LR], hp[SignHP.METAPLASTICITY], hp[SignHP.WEIGHT_DECAY]
+    decoupled, clip = hp[SignHP.DECOUPLED] != 0, hp[SignHP.CLIP] != 0
+    b1, b2, eps = hp[SignHP.BETA1], hp[SignHP.BETA2], hp[SignHP.EPS]
     one = Wh[0]
-    mom = as_like(hp[8], one)
-    keep = as_like(1.0 - hp[8], one)
-    bn_eps = as_like(hp[9], one)
-    gate = hp[10]
+    mom = as_like(hp[SignHP.BN_MOMENTUM], one)
+    keep = as_like(1.0 - hp[SignHP.BN_MOMENTUM], one)
+    bn_eps = as_like(hp[SignHP.BN_EPS], one)
+    gate = hp[SignHP.GATE]
     use_gate = gate > 0
-    eqx = hp[11] != 0
+    eqx = hp[SignHP.BN_EQUINOX] != 0
     fb = as_like(B, one)
     inv_b = as_like(1.0, one) / fb
     for s in range(n_steps):
