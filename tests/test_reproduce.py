@@ -122,7 +122,7 @@ def test_full_scale_configs_follow_the_paper():
     assert all(r.config.tasks == 100 and r.config.train_limit is None and r.config.seeds == opts.seeds for r in mw)
     t1 = rp.rows_pmnist_1000(opts)
     assert [r.config.method for r in t1] == list(rp.PAPER_METHOD_ORDER)
-    assert all(r.config.tasks == 1000 and r.config.eval_all_every == 0 and r.config.eval_final == "last" for r in t1)
+    assert all(r.config.tasks == 1000 and r.config.eval_all_every == 0 and r.config.eval_final == "all" for r in t1)
 
 
 def test_same_configuration_compares_what_trains():
