@@ -11,7 +11,7 @@ import torch
 
 from bimu.experiments import runner
 from bimu.experiments.config import RunConfig
-from bimu.experiments.rundir import RunDir, seed_dir
+from bimu.rundir import RunDir, seed_dir
 from bimu.experiments.runner import run_experiment, run_stream
 from bimu.experiments.schedule import EvalSchedule
 from bimu.methods import create_method

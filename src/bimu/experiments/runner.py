@@ -31,8 +31,8 @@ import torch
 
 from bimu import metrics
 from bimu.experiments.config import RunConfig
-from bimu.experiments.rundir import CONFIG, ENVIRONMENT, SUMMARY, RunDir, environment_info, seed_dir
 from bimu.experiments.schedule import EvalSchedule
+from bimu.rundir import CONFIG, ENVIRONMENT, SUMMARY, RunDir, environment_info, seed_dir
 
 CHECKPOINT_FORMAT = 1
 _EVAL_TAG, _OOD_TAG = 0xE1, 0x00D
@@ -532,7 +532,7 @@ def _non_semantic():
 def _roundtrip(obj):
     import json
 
-    from bimu.experiments.rundir import dumps
+    from bimu.rundir import dumps
 
     return json.loads(dumps(obj))
 

@@ -82,7 +82,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
-from bimu.experiments.rundir import pid_alive
+from bimu.rundir import pid_alive
 from bimu.experiments.search_spaces import check_search_space, suggest_hparams
 
 DEFAULT_WEIGHTS: tuple[float, float, float] = (0.5, 0.25, 0.25)
