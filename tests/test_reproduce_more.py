@@ -215,6 +215,37 @@ def test_rows_option_runs_only_the_named_rows(tmp_path, capsys):
     assert "--rows: animals-al has no row 'nope'; its rows: all, vr-" in capsys.readouterr().err
 
 
+def test_active_learning_rows_run_on_the_engine_asked_for(tmp_path, monkeypatch):
+    """--engine reaches each active-learning run (animals-al --engine torch used to train with the fused
+    engine) and is recorded in its config.json; --engine auto records none, as its runs always had."""
+    import bimu.active.sweep as sweep
+
+    asked = []
+
+    def spy(benchmark, seed, **kw):
+        asked.append(kw["engine"])
+        return {"seed": seed, "engine": kw["engine"], "accuracy": 0.5, "rare_accuracy": 0.4,
+                "frequent_accuracy": 0.6, "query_fraction": 1.0}
+
+    monkeypatch.setattr(sweep, "run_stream", spy)
+    monkeypatch.setattr(active_learning, "load_benchmark", lambda setup, opts: None)
+    for engine in ("torch", "fused", "auto"):
+        out = tmp_path / engine
+        assert main(["reproduce", "animals-al", "--scale", "quick", "--engine", engine, "--seeds", "1", "--out",
+                     str(out), "--jobs", "1", "--rows", "all"]) == 0
+        cfg = json.loads(next(out.rglob("config.json")).read_text())
+        assert cfg.get("engine") == (None if engine == "auto" else engine)
+    assert asked == ["torch", "fused", "auto"]
+
+
+@needs_tiny
+def test_animals_al_on_the_torch_engine(tmp_path):
+    assert _quick("animals-al", tmp_path, "--rows", "all") == 0  # _quick asks for --engine torch
+    res = next((tmp_path / "runs").rglob("result.json"))
+    assert json.loads(res.read_text())["engine"] == "torch"
+    assert json.loads(res.with_name("config.json").read_text())["engine"] == "torch"
+
+
 def test_rows_option_on_a_run_table(tmp_path, capsys):
     assert _quick("pmnist-1000", tmp_path, "--rows", "bimux") == 2
     assert "--rows: pmnist-1000 has no row 'bimux'; its rows: bimu, sgd" in capsys.readouterr().err

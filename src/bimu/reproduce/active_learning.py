@@ -205,8 +205,11 @@ def run_dir_of(opts: Options, entry: str, row: ALRow, seed: int) -> Path:
 
 
 def _job_config(setup: ALSetup, opts: Options, row: ALRow, seed: int) -> dict:
+    """What a run directory's ``config.json`` records; the engine only when one is asked for (``auto``
+    runs keep the configuration they always had, so their completed runs are reused)."""
+    engine = {} if opts.engine == "auto" else {"engine": opts.engine}
     return {"benchmark": setup.benchmark, "benchmark_options": setup.options, "scale": opts.scale,
-            "limits": QUICK_LIMITS if opts.scale == "quick" else None, "seed": int(seed), **row.params}
+            "limits": QUICK_LIMITS if opts.scale == "quick" else None, "seed": int(seed), **row.params, **engine}
 
 
 def run_one(setup: ALSetup, opts: Options, entry: str, row: ALRow, seed: int) -> int:
@@ -224,7 +227,7 @@ def run_one(setup: ALSetup, opts: Options, entry: str, row: ALRow, seed: int) ->
         if rd.exists("result.json"):
             return 0
     rd.write_json("config.json", cfg)
-    result = run_stream(load_benchmark(setup, opts), seed=int(seed), **row.params)
+    result = run_stream(load_benchmark(setup, opts), seed=int(seed), engine=opts.engine, **row.params)
     rd.write_json("result.json", result)
     return 0
 
