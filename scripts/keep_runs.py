@@ -13,7 +13,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from bimu.experiments.rundir import CHECKPOINT, SUMMARY, RunDir, find_run_dirs
+from bimu.rundir import CHECKPOINT, SUMMARY, RunDir, find_run_dirs
 
 
 def keep(src: Path, dst: Path, partial: bool) -> list[str]:

@@ -1,14 +1,18 @@
 """The study driver: job keys, resumable runs, repeated streams, summaries and figures (toy data)."""
 
 import json
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from bimu.active import study
 from bimu.data.feature_benchmarks import ArrayBenchmark
 from bimu.data.views import RepeatedStream
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+import active_study as study  # noqa: E402 - scripts/ is not a package
 
 HP = dict(lr=10.0, lr_max=0.05, likelihood_multiplier=10.0, kl_multiplier=0.5, memory_window=1000,
           n_samples=4, n_eval_samples=4)

@@ -85,10 +85,13 @@ def test_cli_parsers_and_errors():
                       "--out", "x"])
     assert a.func is cli._sweep and a.scores == ["vr", "random"] and a.mc_samples == 10
     assert a.stream_repeats == 1
-    a = p.parse_args(["run-active", "objects-ti", "--active", "vr", "--threshold", "0.2", "--mc-samples", "5"])
+    import bimu.cli as top  # run-active is registered by the top-level CLI, beside run
+
+    a = top.build_parser().parse_args(["run-active", "objects-ti", "--active", "vr", "--threshold", "0.2",
+                                       "--mc-samples", "5"])
     acq = cli.acquisition_from_args(a)
     assert acq.describe() == "vr@0.2" and acq.mc_samples == 5
-    assert cli.main(["run-active", "animals-ti", "--active", "bald", "--threshold", "0.1"]) == 2
+    assert top.main(["run-active", "animals-ti", "--active", "bald", "--threshold", "0.1"]) == 2
 
 
 def test_engines_agree_and_random_fast_path_matches_per_example():

@@ -14,10 +14,9 @@ SRC = Path(bimu.__file__).parent
 # writes that may bypass bimu.atomic, with the reason: (file relative to src/bimu, text of the line)
 ALLOWED = {
     ("atomic.py", "tmp.write_bytes(data)"): "the atomic writer itself",
-    ("experiments/rundir.py", "np.save(buf, np.asarray(R, dtype=np.float64))"): "into a buffer, then atomic",
-    ("experiments/rundir.py", "torch.save(dict(state), buf)"): "into a buffer, then atomic",
-    ("experiments/rundir.py", 'with os.fdopen(fd, "w") as f:'): "the lock file (O_EXCL create)",
-    ("active/study.py", 'lock = open(out / ".study.lock", "w")'): "the study's lock file (flock)",
+    ("rundir.py", "np.save(buf, np.asarray(R, dtype=np.float64))"): "into a buffer, then atomic",
+    ("rundir.py", "torch.save(dict(state), buf)"): "into a buffer, then atomic",
+    ("rundir.py", 'with os.fdopen(fd, "w") as f:'): "the lock file (O_EXCL create)",
     ("engine/rowpass.py", 'with os.fdopen(fd, "w") as fh:'): "generated kernel: mkstemp + os.replace",
     ("data/fetch.py", 'with urllib.request.urlopen(url, timeout=timeout) as r, open(dest, "wb") as f:'):
         "download into a temporary folder, verified, then installed atomically",

@@ -71,7 +71,14 @@ def test_data_verify(capsys):
 
 def test_command_modules_are_optional():
     assert isinstance(cli.COMMAND_MODULES, tuple)
-    cli.build_parser()  # modules that are not installed are skipped
+    cli.build_parser()  # every listed module registers its subcommands
+
+
+@pytest.mark.parametrize("name", cli.COMMAND_MODULES)
+def test_every_command_module_imports_and_registers(name):
+    import importlib
+
+    assert callable(importlib.import_module(name).add_parser)
 
 
 def test_benchmark_options_from_the_command_line(capsys, tmp_path):

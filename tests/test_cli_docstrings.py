@@ -9,8 +9,11 @@ MODULES = ["bimu.data", "bimu.data.idx", "bimu.data.paths", "bimu.data.fetch", "
            "bimu.data.permuted", "bimu.data.benchmarks", "bimu.metrics", "bimu.experiments",
            "bimu.experiments.config", "bimu.experiments.schedule", "bimu.experiments.runner",
            "bimu.experiments.stream", "bimu.experiments.progress",
-           "bimu.experiments.rundir", "bimu.experiments.demo", "bimu.report", "bimu.report.tables",
-           "bimu.report.plots", "bimu.cli"]
+           "bimu.rundir", "bimu.experiments.demo", "bimu.report", "bimu.report.tables",
+           "bimu.report.plots", "bimu.cli", "bimu.paper", "bimu.reproduce", "bimu.reproduce.spec",
+           "bimu.reproduce.table", "bimu.reproduce.runtable", "bimu.reproduce.pmnist", "bimu.reproduce.features",
+           "bimu.reproduce.figures", "bimu.reproduce.active_learning", "bimu.reproduce.entries",
+           "bimu.reproduce.plan", "bimu.reproduce.cli", "bimu.reproduce.results_page", "bimu.reproduce.gaps"]
 
 
 @pytest.mark.parametrize("name", MODULES)

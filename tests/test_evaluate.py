@@ -9,7 +9,7 @@ import pytest
 from bimu.cli import main
 from bimu.experiments.config import RunConfig
 from bimu.experiments.evaluate import evaluate_run, parse_tasks
-from bimu.experiments.rundir import RunDir, seed_dir
+from bimu.rundir import RunDir, seed_dir
 from bimu.experiments.runner import run_experiment
 
 needs_data = pytest.mark.skipif(not os.environ.get("BIMU_DATA_DIR"),

@@ -1,8 +1,9 @@
 import numpy as np
 
-from bimu.experiments.rundir import RunDir
+from bimu.rundir import RunDir
 from bimu.report import markdown_table, plot_accuracy_per_task
-from bimu.report.tables import PAPER_TABLE1, find_seed_dirs, fmt_pm, group_runs, load_run
+from bimu.paper import TABLE1
+from bimu.report.tables import find_seed_dirs, fmt_pm, group_runs, load_run
 
 NAN = np.nan
 
@@ -42,7 +43,7 @@ def test_table_mean_std_and_paper_column(tmp_path):
 def test_fmt_and_paper_numbers():
     assert fmt_pm([0.5], scale=100) == "50.00"
     assert fmt_pm([None, float("nan")]) == "-"
-    assert PAPER_TABLE1["mesu"]["mmrr"] == 261.10 and PAPER_TABLE1["synmeta"]["auc"] is None
+    assert TABLE1["mesu"]["mmrr"] == (261.10, None) and TABLE1["synaptic-metaplasticity"]["auc"] is None
 
 
 def test_incomplete_run_is_listed_with_its_progress(tmp_path):

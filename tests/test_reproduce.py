@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 
 from bimu.cli import REPRODUCTIONS, main
-from bimu.experiments import reproduce as rp
+from bimu import paper
+from bimu.reproduce import entries, plan, pmnist, runtable, spec
+from bimu.reproduce.table import Table
 
 needs_data = pytest.mark.skipif(not os.environ.get("BIMU_DATA_DIR"),
                                 reason="BIMU_DATA_DIR is not set (Permuted MNIST entries need MNIST and Fashion-MNIST)")
@@ -30,23 +32,23 @@ def _quick(name, out):
 
 
 def test_every_entry_is_a_reproduction():
-    for name in rp.ENTRIES:
+    for name in entries.ENTRIES:
         assert REPRODUCTIONS[name] == "reproduce"
     assert REPRODUCTIONS["compute-cost"] == "compute-cost"
 
 
 def test_seeds_and_scale_validated():
-    assert rp.seeds_of(2) == (0, 1)
+    assert spec.seeds_of(2) == (0, 1)
     with pytest.raises(ValueError):
-        rp.seeds_of(0)
+        spec.seeds_of(0)
     with pytest.raises(ValueError, match="scale"):
-        rp.reproduce("memory-window", rp.Options(scale="huge"))
+        entries.reproduce("memory-window", spec.Options(scale="huge"))
     with pytest.raises(ValueError, match="unknown reproduction"):
-        rp.reproduce("nope", rp.Options())
+        entries.reproduce("nope", spec.Options())
 
 
 def test_table_formats_agree(tmp_path):
-    t = rp.Table("T", ["a", "acc (%)"], [["x_1", "1.00 ± 0.10"]], ["note"])
+    t = Table("T", ["a", "acc (%)"], [["x_1", "1.00 ± 0.10"]], ["note"])
     paths = t.write(tmp_path, "t")
     assert "| x_1 | 1.00 ± 0.10 |" in paths["md"].read_text()
     assert list(csv.reader(paths["csv"].open())) == [["a", "acc (%)"], ["x_1", "1.00 ± 0.10"]]
@@ -114,34 +116,34 @@ def test_pmnist_1000_quick_and_reuse(tmp_path):
 
 
 def test_full_scale_configs_follow_the_paper():
-    opts = rp.Options(seeds=(0, 1, 2, 3, 4))
-    mw = rp.rows_memory_window(opts)
+    opts = spec.Options(seeds=(0, 1, 2, 3, 4))
+    mw = pmnist.rows_memory_window(opts)
     assert [r.config.overrides.get("memory_window") for r in mw[:-3]] == [100, 400, 700, 1000, 1300, 1600, 1900, 100000]
     assert [(r.slug, r.config.overrides) for r in mw[-3:]] == [
         ("bayesbinn", {}), ("bayesbinn-away", {"prior_direction": "away"}), ("bayesbinn-exact-ratio", {"ratio_eps": 0.0})]
     assert all(r.config.tasks == 100 and r.config.train_limit is None and r.config.seeds == opts.seeds for r in mw)
-    t1 = rp.rows_pmnist_1000(opts)
-    assert [r.config.method for r in t1] == list(rp.PAPER_METHOD_ORDER)
+    t1 = pmnist.rows_pmnist_1000(opts)
+    assert [r.config.method for r in t1] == list(paper.METHOD_ORDER)
     assert all(r.config.tasks == 1000 and r.config.eval_all_every == 0 and r.config.eval_final == "all" for r in t1)
 
 
 def test_same_configuration_compares_what_trains():
-    opts = rp.Options(seeds=(0, 1))
-    base = rp.base_config(opts, tasks_full=100, method="bimu")
-    assert rp.same_configuration(base, base.replace(overrides={"memory_window": 700}))  # = the preset's value
-    assert rp.same_configuration(base, base.replace(seeds=(3,), out="elsewhere", threads=2))
-    assert not rp.same_configuration(base, base.replace(overrides={"memory_window": 701}))
-    assert not rp.same_configuration(base, base.replace(tasks=99))
-    assert not rp.same_configuration(base, rp.base_config(opts, tasks_full=100, method="bayesbinn"))
+    opts = spec.Options(seeds=(0, 1))
+    base = pmnist.base_config(opts, tasks_full=100, method="bimu")
+    assert spec.same_configuration(base, base.replace(overrides={"memory_window": 700}))  # = the preset's value
+    assert spec.same_configuration(base, base.replace(seeds=(3,), out="elsewhere", threads=2))
+    assert not spec.same_configuration(base, base.replace(overrides={"memory_window": 701}))
+    assert not spec.same_configuration(base, base.replace(tasks=99))
+    assert not spec.same_configuration(base, pmnist.base_config(opts, tasks_full=100, method="bayesbinn"))
 
 
 def test_full_scale_activation_shares_the_identical_memory_window_runs():
-    opts = rp.Options(seeds=(0, 1), out="repro")
-    act = {r.slug: r for r in rp.rows_activation(opts)}
-    mw = {r.slug: r for r in rp.rows_memory_window(opts)}
+    opts = spec.Options(seeds=(0, 1), out="repro")
+    act = {r.slug: r for r in pmnist.rows_activation(opts)}
+    mw = {r.slug: r for r in pmnist.rows_memory_window(opts)}
     assert act["bimu-rbg"].same_runs_as == ("memory-window", "bimu-N700")
     assert act["bayesbinn-rbg"].same_runs_as == ("memory-window", "bayesbinn")
-    assert rp.row_dir(opts, "activation", act["bimu-rbg"]) == rp.row_dir(opts, "memory-window", mw["bimu-N700"])
+    assert spec.row_dir(opts, "activation", act["bimu-rbg"]) == spec.row_dir(opts, "memory-window", mw["bimu-N700"])
     assert "same runs as memory-window row bimu-N700" in act["bimu-rbg"].note
     assert act["mesu-rbg"].config.overrides == {"activation": "rbg"}
     assert act["synaptic-metaplasticity-rbg-equinox"].config.overrides == {"activation": "rbg", "bn_statistics": "equinox"}
@@ -149,16 +151,16 @@ def test_full_scale_activation_shares_the_identical_memory_window_runs():
                  "synaptic-metaplasticity-rbg", "synaptic-metaplasticity-sign-equinox",
                  "synaptic-metaplasticity-rbg-equinox"):
         assert act[slug].same_runs_as is None
-        assert rp.row_dir(opts, "activation", act[slug]) == Path("repro/runs/full/activation") / slug
-    quick = rp.Options(seeds=(0,), scale="quick")  # quick rows differ (example limits): nothing shared
-    assert all(r.same_runs_as is None for r in rp.rows_activation(quick))
+        assert spec.row_dir(opts, "activation", act[slug]) == Path("repro/runs/full/activation") / slug
+    quick = spec.Options(seeds=(0,), scale="quick")  # quick rows differ (example limits): nothing shared
+    assert all(r.same_runs_as is None for r in pmnist.rows_activation(quick))
 
 
 @needs_data
 def test_a_shared_row_reuses_the_other_tables_runs(tmp_path, monkeypatch):
     # make the quick activation rows' limits those of memory-window, so BiMU RBG = memory-window N = 700
-    real = rp.base_config
-    monkeypatch.setattr(rp, "base_config", lambda opts, **kw: real(opts, **{k: v for k, v in kw.items()
+    real = pmnist.base_config
+    monkeypatch.setattr(pmnist, "base_config", lambda opts, **kw: real(opts, **{k: v for k, v in kw.items()
                                                                                if k not in ("train_limit", "test_limit")}))
     assert _quick("memory-window", tmp_path) == 0
     _, _, mw_rows, _ = _tables(tmp_path, "memory-window")
@@ -176,15 +178,15 @@ def test_a_shared_row_reuses_the_other_tables_runs(tmp_path, monkeypatch):
 def test_ood_auc_and_mmrr_cells():
     import numpy as np
 
-    assert rp.ood_auc_of({"ood_auc": {"epistemic": 0.9, "aleatoric": 0.6}}) == 0.9
-    assert rp.ood_auc_of({"ood_auc": {"aleatoric": 0.6}}) == 0.6
-    assert rp.ood_auc_of({}) is None
+    assert spec.ood_auc_of({"ood_auc": {"epistemic": 0.9, "aleatoric": 0.6}}) == 0.9
+    assert spec.ood_auc_of({"ood_auc": {"aleatoric": 0.6}}) == 0.6
+    assert spec.ood_auc_of({}) is None
     R1 = np.array([[0.9, np.nan], [0.5, 0.8]])
     R2 = np.array([[0.7, np.nan], [0.5, 0.6]])
     # seed-averaged: max 0.8, final 0.7 -> 1 / (0.1 + eps)
-    cell = rp.seed_averaged_mmrr([{"_R": R1}, {"_R": R2}])
+    cell = runtable.seed_averaged_mmrr([{"_R": R1}, {"_R": R2}])
     assert abs(float(cell) - 10.0) < 0.01
-    assert rp.seed_averaged_mmrr([]) == "-"
+    assert runtable.seed_averaged_mmrr([]) == "-"
 
 
 def _fake_summaries(rows, acc, auc):
@@ -193,13 +195,13 @@ def _fake_summaries(rows, acc, auc):
 
 
 def test_full_scale_gaps_beyond_two_sd_are_marked_and_explained(monkeypatch):
-    from bimu.experiments import gaps
+    from bimu.reproduce import gaps
 
-    opts = rp.Options(seeds=(0, 1), scale="full")
-    entry = rp.ENTRIES["memory-window"]
+    opts = spec.Options(seeds=(0, 1), scale="full")
+    entry = entries.ENTRIES["memory-window"]
     rows = entry.rows(opts)
     # 95.0 ± 0.14 against N = 700's 90.29 ± 0.24: 4.71 / sqrt(0.24^2 + 0.1414^2) = 16.9 sd; AUC 0.99 against 0.99 ± 0.01: no gap
-    table = rp.run_table(entry, opts, rows, _fake_summaries(rows, [0.949, 0.951], [0.99, 0.99]))
+    table = runtable.run_table(entry, opts, rows, _fake_summaries(rows, [0.949, 0.951], [0.99, 0.99]))
     by = {r[0]: r for r in table.rows}
     assert by["700"][1] == "95.00 ± 0.14 †" and by["700"][3] == "0.99 ± 0.00"
     assert by["1 000"][1].endswith("†")  # 89.07 ± 0.28
@@ -207,48 +209,48 @@ def test_full_scale_gaps_beyond_two_sd_are_marked_and_explained(monkeypatch):
     assert marked == ["† 700, Mean acc. last 5 tasks (%): 95.00 ± 0.14 against the paper's 90.29 ± 0.24 "
                       "(16.9 sd): not explained yet"]
     monkeypatch.setitem(gaps.EXPLANATIONS, ("memory-window", "bimu-N700", "acc"), "cause: X, checked by Y")
-    table = rp.run_table(entry, opts, rows, _fake_summaries(rows, [0.949, 0.951], [0.99, 0.99]))
+    table = runtable.run_table(entry, opts, rows, _fake_summaries(rows, [0.949, 0.951], [0.99, 0.99]))
     assert any(n.startswith("† 700,") and n.endswith("(16.9 sd): cause: X, checked by Y") for n in table.notes)
     # within two sd: nothing marked (N = 700: 90.5 ± 0.14 against 90.29 ± 0.24 is 0.8 sd)
-    table = rp.run_table(entry, opts, rows, _fake_summaries(rows, [0.904, 0.906], [0.99, 0.99]))
+    table = runtable.run_table(entry, opts, rows, _fake_summaries(rows, [0.904, 0.906], [0.99, 0.99]))
     by = {r[0]: r for r in table.rows}
     assert by["700"][1] == "90.50 ± 0.14" and not any(n.startswith("† 700,") for n in table.notes)
 
 
 def test_quick_scale_and_stand_in_rows_are_not_judged():
-    quick = rp.Options(seeds=(0, 1), scale="quick")
-    entry = rp.ENTRIES["memory-window"]
+    quick = spec.Options(seeds=(0, 1), scale="quick")
+    entry = entries.ENTRIES["memory-window"]
     rows = entry.rows(quick)
-    table = rp.run_table(entry, quick, rows, _fake_summaries(rows, [0.5, 0.52], [0.6, 0.61]))
+    table = runtable.run_table(entry, quick, rows, _fake_summaries(rows, [0.5, 0.52], [0.6, 0.61]))
     assert not any("†" in c for r in table.rows for c in r) and not any(n.startswith("†") for n in table.notes)
-    full = rp.Options(seeds=(0, 1), scale="full")
-    sentry = rp.ENTRIES["standardisation"]
+    full = spec.Options(seeds=(0, 1), scale="full")
+    sentry = entries.ENTRIES["standardisation"]
     srows = sentry.rows(full)
     assert all(r.config.benchmark == "objects-ti" for r in srows if r.config is not None)
     summ = {r.slug: [{"seed": s, "final_mean_acc": 0.01 * s, "ood_auc": {"epistemic": 0.5, "aleatoric": 0.5},
                       "complete": True} for s in (0, 1)] for r in srows if r.config is not None}
-    table = rp.run_table(sentry, full, srows, summ)
+    table = runtable.run_table(sentry, full, srows, summ)
     assert not any("†" in c for r in table.rows for c in r)
 
 
 def test_dry_run_lists_runs_states_and_estimates_without_training(tmp_path, capsys):
-    from bimu.experiments.rundir import RunDir, seed_dir
+    from bimu.rundir import RunDir, seed_dir
 
-    opts = rp.Options(seeds=(0, 1), scale="full", out=str(tmp_path))
-    mw = {r.slug: r for r in rp.rows_memory_window(opts)}
+    opts = spec.Options(seeds=(0, 1), scale="full", out=str(tmp_path))
+    mw = {r.slug: r for r in pmnist.rows_memory_window(opts)}
     # seed 0 of N = 100 stopped after 40 of 100 tasks at 20 s per task (+ 1 s evaluation)
-    d = seed_dir(rp.row_dir(opts, "memory-window", mw["bimu-N100"]), "pmnist", "bimu", 0)
+    d = seed_dir(spec.row_dir(opts, "memory-window", mw["bimu-N100"]), "pmnist", "bimu", 0)
     rd = RunDir(d)
     rd.write_json("config.json", {"benchmark": "pmnist", "method": "bimu", "tasks": 100, "hidden": [100]})
     rd.write_metrics([{"task": t, "acc": 0.9, "train_seconds": 20.0, "eval_seconds": 1.0, "steps_per_s": 3000.0}
                       for t in range(40)])
-    runs = {(r["row"], r["seed"]): r for r in rp.plan("memory-window", opts)}
+    runs = {(r["row"], r["seed"]): r for r in plan.plan("memory-window", opts)}
     assert len(runs) == 22  # 8 BiMU rows and 3 BayesBiNN rows, 2 seeds each
     assert runs[("bimu-N100", 0)]["state"] == "stopped" and runs[("bimu-N100", 0)]["seconds_left"] == 60 * 21.0
     # not started: estimated from the started BiMU run (same benchmark and widths), 100 tasks x 21 s
     assert runs[("bimu-N700", 1)]["state"] == "to run" and runs[("bimu-N700", 1)]["seconds_left"] == 2100.0
     assert runs[("bayesbinn", 0)]["seconds_left"] is None  # no started BayesBiNN run: no estimate
-    act = {(r["row"], r["seed"]): r for r in rp.plan("activation", opts)}
+    act = {(r["row"], r["seed"]): r for r in plan.plan("activation", opts)}
     assert act[("bimu-rbg", 0)]["shared_with"] == "memory-window/bimu-N700"
     assert main(["reproduce", "memory-window", "--dry-run", "--seeds", "2", "--out", str(tmp_path),
                  "--rows", "bimu-N100", "bayesbinn"]) == 0
@@ -267,22 +269,22 @@ def test_dry_run_of_an_entry_without_runs_says_so(tmp_path, capsys):
 
 
 def test_dry_run_estimates_from_the_median_of_the_started_runs(tmp_path):
-    from bimu.experiments.rundir import RunDir, seed_dir
+    from bimu.rundir import RunDir, seed_dir
 
-    opts = rp.Options(seeds=(0, 1), scale="full", out=str(tmp_path))
-    mw = {r.slug: r for r in rp.rows_memory_window(opts)}
+    opts = spec.Options(seeds=(0, 1), scale="full", out=str(tmp_path))
+    mw = {r.slug: r for r in pmnist.rows_memory_window(opts)}
     for slug, per_task in (("bimu-N100", 21.0), ("bimu-N400", 30.0)):  # two started runs: 21 s and 30 s per task
-        rd = RunDir(seed_dir(rp.row_dir(opts, "memory-window", mw[slug]), "pmnist", "bimu", 0))
+        rd = RunDir(seed_dir(spec.row_dir(opts, "memory-window", mw[slug]), "pmnist", "bimu", 0))
         rd.write_json("config.json", {"benchmark": "pmnist", "method": "bimu", "tasks": 100, "hidden": [100]})
         rd.write_metrics([{"task": t, "acc": 0.9, "train_seconds": per_task - 1.0, "eval_seconds": 1.0,
                            "steps_per_s": 3000.0} for t in range(10)])
-    runs = {(r["row"], r["seed"]): r for r in rp.plan("memory-window", opts)}
+    runs = {(r["row"], r["seed"]): r for r in plan.plan("memory-window", opts)}
     assert runs[("bimu-N400", 0)]["seconds_left"] == 90 * 30.0  # its own rate
     assert runs[("bimu-N700", 0)]["seconds_left"] == 100 * 25.5  # median of 21 and 30, not the upper one
 
 
 def test_a_printed_zero_std_is_half_a_unit_of_its_last_digit():
-    from bimu.experiments.gaps import gap_sd, parse_reported
+    from bimu.reproduce.gaps import gap_sd, parse_reported
 
     # our 0.992 and 0.994 against the paper's "0.99 ± 0.00": 0.003 / sqrt(0.005^2 + 0.00141^2) = 0.58 sd, not 2.1
     assert parse_reported("0.99 ± 0.00") == (0.99, 0.005)
@@ -292,12 +294,12 @@ def test_a_printed_zero_std_is_half_a_unit_of_its_last_digit():
 
 def test_every_recorded_gap_explanation_names_a_real_cell():
     """A typo in an EXPLANATIONS key would leave its gap 'not explained yet' without anyone noticing."""
-    from bimu.experiments import gaps
+    from bimu.reproduce import gaps
 
-    full = rp.Options(seeds=(0, 1), scale="full")
+    full = spec.Options(seeds=(0, 1), scale="full")
     assert gaps.EXPLANATIONS
     for (name, slug, quantity), text in gaps.EXPLANATIONS.items():
-        entry = rp.ENTRIES[name]
+        entry = entries.ENTRIES[name]
         assert entry.rows is not None, name
         assert slug in {r.slug for r in entry.rows(full)}, (name, slug)
         assert quantity in entry.quantities, (name, slug, quantity)

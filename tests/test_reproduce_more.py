@@ -1,6 +1,6 @@
-"""The reproductions added for issue 8 (part 2): quick-scale smoke runs of every new name (tables,
-figures, manifest, paper column equal to the paper's .tex), runs reused, --jobs side by side with a
-failing and a crashing job, the results page, benchmark options and the figures' helpers."""
+"""The reproductions beyond the 100-hidden-unit Permuted-MNIST tables: quick-scale smoke runs of each
+entry (tables, figures, manifest, paper column equal to the paper's .tex), runs reused, --jobs side by
+side with a failing and a crashing job, the results page, benchmark options and the figures' helpers."""
 
 import csv
 import json
@@ -14,12 +14,11 @@ import pytest
 import torch
 
 from bimu.cli import REPRODUCTIONS, main
-from bimu.experiments import reproduce as rp
-from bimu.experiments import reproduce_active as ra
-from bimu.experiments import reproduce_more as rm
+from bimu import paper
 from bimu.experiments.config import RunConfig
 from bimu.experiments.parallel import Job, check_jobs, run_jobs
-from bimu.experiments.rundir import RunDir, seed_dir
+from bimu.reproduce import active_learning, entries, features, figures, pmnist, spec
+from bimu.rundir import RunDir, seed_dir
 
 PAPER_TEX = Path(os.environ.get("BIMU_PAPER_TEX", Path(__file__).resolve().parents[1] / ".." / ".." / "shared"
                                 / "paper" / "bimu-paper.tex"))
@@ -92,8 +91,8 @@ def quick_out(tmp_path_factory):
 
 def test_every_new_name_is_registered():
     for name in NEW_RUN_ENTRIES:
-        assert name in rp.ENTRIES and REPRODUCTIONS[name] == "reproduce"
-    assert rp.ENTRIES["memory-window"].figures is rm.probability_histograms_figure
+        assert name in entries.ENTRIES and REPRODUCTIONS[name] == "reproduce"
+    assert entries.ENTRIES["memory-window"].figures is figures.probability_histograms_figure
 
 
 @pytest.mark.parametrize("name", list(NEW_RUN_ENTRIES))
@@ -126,25 +125,26 @@ def test_quick_entry(name, quick_out):
 
 
 @needs_tex
-@pytest.mark.parametrize("table", ["PAPER_PMNIST_2000", "PAPER_BWT_PMNIST", "PAPER_BWT_OPENLORIS",
-                                   "PAPER_OPENLORIS", "PAPER_STANDARDISED"])
+@pytest.mark.parametrize("table", ["PMNIST_2000", "BWT_PMNIST", "BWT_OPENLORIS", "OPENLORIS", "STANDARDISED",
+                                   "TABLE1", "MEMORY_WINDOW", "ACTIVATION"])
 def test_paper_numbers_match_the_tex(table):
     tex = _norm(PAPER_TEX.read_text())
-    cells = [c for v in getattr(rm, table).values() for c in v]
+    cells = [c for v in getattr(paper, table).values() for c in paper.cells(v).values()]
     assert cells and all(_in_paper(c, tex) for c in cells), [c for c in cells if not _in_paper(c, tex)]
 
 
 @needs_tex
 def test_active_paper_numbers_match_the_tex():
     tex = _norm(PAPER_TEX.read_text())
-    cells = [c for v in ra.PAPER_BUDGET.values() for c in v] + [c for v in ra.PAPER_QUERY_DYNAMICS.values() for c in v]
-    cells += [c for rows in ra.PAPER_VR_SAMPLES.values() for _, a, u in rows for c in (a, u)]
-    cells += list(ra.PAPER_ANIMALS_POINTS.values()) + list(ra.PAPER_OPENLORIS_POINTS.values())
+    cells = [c for t in (paper.BUDGET, paper.QUERY_DYNAMICS) for v in t.values() for c in paper.cells(v).values()]
+    cells += [c for rows in paper.VR_SAMPLES.values() for _, row in rows for c in paper.cells(row).values()]
+    cells += list(active_learning.paper_points(paper.ANIMALS_AL_BASELINE, paper.ANIMALS_VR_POINTS).values())
+    cells += list(active_learning.paper_points(paper.OPENLORIS_AL_BASELINE, paper.OPENLORIS_VR_POINTS).values())
     assert all(_in_paper(c, tex) for c in cells), [c for c in cells if not _in_paper(c, tex)]
-    assert len(ra.PAPER_BUDGET) == 18 and len(ra.PAPER_QUERY_DYNAMICS) == 13
+    assert len(paper.BUDGET) == 18 and len(paper.QUERY_DYNAMICS) == 13
     # every vote threshold of the paper's K ablation maps to its merged row
-    assert ra.paper_vr_samples(5, 3) == ("80.86 ± 1.90", "1.47 ± 0.16")
-    assert ra.paper_vr_samples(25, 2) == ("-", "-")
+    assert active_learning.paper_vr_samples(5, 3) == ("80.86 ± 1.90", "1.47 ± 0.16")
+    assert active_learning.paper_vr_samples(25, 2) == ("-", "-")
 
 
 @needs_tiny
@@ -215,6 +215,37 @@ def test_rows_option_runs_only_the_named_rows(tmp_path, capsys):
     assert "--rows: animals-al has no row 'nope'; its rows: all, vr-" in capsys.readouterr().err
 
 
+def test_active_learning_rows_run_on_the_engine_asked_for(tmp_path, monkeypatch):
+    """--engine reaches each active-learning run (animals-al --engine torch used to train with the fused
+    engine) and is recorded in its config.json; --engine auto records none, as its runs always had."""
+    import bimu.experiments.sweep as sweep
+
+    asked = []
+
+    def spy(benchmark, seed, **kw):
+        asked.append(kw["engine"])
+        return {"seed": seed, "engine": kw["engine"], "accuracy": 0.5, "rare_accuracy": 0.4,
+                "frequent_accuracy": 0.6, "query_fraction": 1.0}
+
+    monkeypatch.setattr(sweep, "run_stream", spy)
+    monkeypatch.setattr(active_learning, "load_benchmark", lambda setup, opts: None)
+    for engine in ("torch", "fused", "auto"):
+        out = tmp_path / engine
+        assert main(["reproduce", "animals-al", "--scale", "quick", "--engine", engine, "--seeds", "1", "--out",
+                     str(out), "--jobs", "1", "--rows", "all"]) == 0
+        cfg = json.loads(next(out.rglob("config.json")).read_text())
+        assert cfg.get("engine") == (None if engine == "auto" else engine)
+    assert asked == ["torch", "fused", "auto"]
+
+
+@needs_tiny
+def test_animals_al_on_the_torch_engine(tmp_path):
+    assert _quick("animals-al", tmp_path, "--rows", "all") == 0  # _quick asks for --engine torch
+    res = next((tmp_path / "runs").rglob("result.json"))
+    assert json.loads(res.read_text())["engine"] == "torch"
+    assert json.loads(res.with_name("config.json").read_text())["engine"] == "torch"
+
+
 def test_rows_option_on_a_run_table(tmp_path, capsys):
     assert _quick("pmnist-1000", tmp_path, "--rows", "bimux") == 2
     assert "--rows: pmnist-1000 has no row 'bimux'; its rows: bimu, sgd" in capsys.readouterr().err
@@ -227,23 +258,23 @@ def test_feature_entries_reject_a_wrong_benchmark(tmp_path, capsys):
 
 
 def test_full_scale_rows_follow_the_paper():
-    opts = rp.Options(seeds=(0, 1, 2, 3, 4))
-    t = rm.rows_pmnist_2000(opts)
-    assert [r.config.method for r in t] == list(rp.PAPER_METHOD_ORDER)
+    opts = spec.Options(seeds=(0, 1, 2, 3, 4))
+    t = pmnist.rows_pmnist_2000(opts)
+    assert [r.config.method for r in t] == list(paper.METHOD_ORDER)
     assert all(r.config.hidden == (2000,) and r.config.tasks == 1000 and r.config.train_limit is None for r in t)
     assert t[0].config.resolve_hparams()[0] == "pmnist-2000"
-    o = rm.rows_openloris(opts)
+    o = features.rows_openloris(opts)
     assert len(o) == 24 and [r.config.benchmark_options["n_features"] for r in o[:3]] == [1024, 8192, None]
     assert o[1].config.preset == "openloris-8192" and o[1].config.tasks is None
-    b = rm.rows_bwt(opts)
+    b = features.rows_bwt(opts)
     assert [r.config.eval_final for r in b[:4]] == ["all"] * 4 and len(b) == 12
-    s = rm.rows_standardisation(opts)
+    s = features.rows_standardisation(opts)
     assert all(r.config.benchmark_options == {"n_features": 8192, "standardize": True} for r in s)
     assert all(r.config.preset == "openloris-8192-std" for r in s)
-    v = ra.rows_vr_samples(opts)
-    assert len(v) == 1 + sum(k - 1 for k in ra.VR_SAMPLES)
-    assert len(ra.rows_budget(opts)) == 19
-    assert rm.feature_benchmark(rp.Options(benchmark="openloris")) == "openloris"
+    v = active_learning.rows_vr_samples(opts)
+    assert len(v) == 1 + sum(k - 1 for k in active_learning.VR_SAMPLES)
+    assert len(active_learning.rows_budget(opts)) == 19
+    assert features.feature_benchmark(spec.Options(benchmark="openloris")) == "openloris"
 
 
 # ------------------------------------------------------------------------------------ parallel jobs
@@ -276,17 +307,17 @@ def test_run_jobs_isolates_failures_and_crashes(tmp_path):
 
 def _fake_entry(name, seeds):
     cfg = RunConfig.from_dict(dict(benchmark="fake-test", tasks=2, seeds=list(seeds), ood=True, ood_every=0))
-    return rp.Entry(name, "fake", ("Row",), ("acc", "bwt"),
-                    lambda opts: [rp.Row(["r"], "r", cfg.replace(seeds=list(opts.seeds)), {"acc": "1.00"})])
+    return spec.Entry(name, "fake", ("Row",), ("acc", "bwt"),
+                    lambda opts: [spec.Row(["r"], "r", cfg.replace(seeds=list(opts.seeds)), {"acc": "1.00"})])
 
 
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_reproduce_jobs_keep_the_good_runs(tmp_path, monkeypatch, jobs):
     import test_runner_fakes  # noqa: F401 - registers the fake-test benchmark (seed 13 fails)
 
-    monkeypatch.setitem(rp.ENTRIES, "fake-jobs", _fake_entry("fake-jobs", (0, 13, 1)))
-    opts = rp.Options(seeds=(0, 13, 1), scale="quick", out=str(tmp_path), engine="torch", jobs=jobs)
-    table, paths, code = rp.reproduce("fake-jobs", opts, log=lambda s: None)
+    monkeypatch.setitem(entries.ENTRIES, "fake-jobs", _fake_entry("fake-jobs", (0, 13, 1)))
+    opts = spec.Options(seeds=(0, 13, 1), scale="quick", out=str(tmp_path), engine="torch", jobs=jobs)
+    table, paths, code = entries.reproduce("fake-jobs", opts, log=lambda s: None)
     assert code == 1
     base = tmp_path / "runs" / "quick" / "fake-jobs" / "r"
     for s in (0, 1):
@@ -300,11 +331,11 @@ def test_reproduce_jobs_keep_the_good_runs(tmp_path, monkeypatch, jobs):
 def test_parallel_and_serial_give_the_same_numbers(tmp_path, monkeypatch):
     import test_runner_fakes  # noqa: F401
 
-    monkeypatch.setitem(rp.ENTRIES, "fake-par", _fake_entry("fake-par", (0, 1)))
+    monkeypatch.setitem(entries.ENTRIES, "fake-par", _fake_entry("fake-par", (0, 1)))
     tables = []
     for jobs in (1, 2):
-        opts = rp.Options(seeds=(0, 1), scale="quick", out=str(tmp_path / f"j{jobs}"), engine="torch", jobs=jobs)
-        tables.append(rp.reproduce("fake-par", opts, log=lambda s: None)[0].rows)
+        opts = spec.Options(seeds=(0, 1), scale="quick", out=str(tmp_path / f"j{jobs}"), engine="torch", jobs=jobs)
+        tables.append(entries.reproduce("fake-par", opts, log=lambda s: None)[0].rows)
     assert tables[0] == tables[1] and tables[0][0][1] not in ("-", "n/a")
 
 

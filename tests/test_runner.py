@@ -11,7 +11,7 @@ import torch
 
 from bimu.experiments import runner
 from bimu.experiments.config import RunConfig
-from bimu.experiments.rundir import RunDir, seed_dir
+from bimu.rundir import RunDir, seed_dir
 from bimu.experiments.runner import run_experiment
 from bimu.experiments.schedule import EvalSchedule
 from bimu.experiments.stream import eval_generator, run_stream

@@ -6,8 +6,8 @@ import os
 import pytest
 
 from bimu.cli import main
-from bimu.experiments.rundir import RunDir, seed_dir
-from bimu.experiments.rundir import find_run_dirs
+from bimu.rundir import RunDir, seed_dir
+from bimu.rundir import find_run_dirs
 from bimu.experiments.status import format_status, seed_status
 
 

@@ -1,7 +1,8 @@
-"""The ``bimu`` command line: ``run``, ``report``, ``demo``, ``data fetch`` and ``data verify``.
+"""The ``bimu`` command line: ``run`` (and its alias ``run-active``), ``report``, ``demo``, ``data fetch``,
+``data verify`` and ``reproduce``.
 
 Subcommands that live in other subpackages are modules listed in :data:`COMMAND_MODULES`, each with
-``add_parser(subparsers)``; a listed module that is not installed is skipped.
+``add_parser(subparsers)``.
 
 Exit codes: 0 success, 1 a seed failed (the others completed), 2 bad configuration or data,
 130 interrupted.
@@ -16,6 +17,8 @@ import sys
 from pathlib import Path
 from collections.abc import Sequence
 
+from bimu.reproduce.entries import ENTRIES
+
 COMMAND_MODULES: tuple[str, ...] = (
     "bimu.active.cli",
     "bimu.edge.cli",
@@ -25,7 +28,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "bimu.experiments.status",
     "bimu.experiments.evaluate",
 )
-"""Modules contributing subcommands (imported if importable; each exposes ``add_parser``)."""
+"""Modules contributing subcommands (each exposes ``add_parser(subparsers)``)."""
 
 _S = argparse.SUPPRESS
 
@@ -154,6 +157,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     return code
 
 
+def cmd_run_active(args: argparse.Namespace) -> int:
+    """``bimu run-active ...`` = ``bimu run ... --active S``: the rule is checked, then ``bimu run`` runs."""
+    from bimu.active.cli import acquisition_from_args
+
+    if getattr(args, "active", None) is None:
+        return _err("run-active needs --active (e.g. --active vr --threshold 0.2); without it use 'bimu run'")
+    try:
+        acquisition_from_args(args)  # a bad rule fails here, before any data is loaded
+    except ValueError as e:
+        return _err(str(e))
+    return cmd_run(args)
+
+
 # ------------------------------------------------------------------------------- report
 def cmd_report(args: argparse.Namespace) -> int:
     """``bimu report``."""
@@ -162,7 +178,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from bimu.report import plot_accuracy_per_task, report
 
     if args.results_page:
-        from bimu.report.results_page import write_results_page
+        from bimu.reproduce.results_page import write_results_page
 
         try:
             page = write_results_page(args.results_page, args.dirs,
@@ -231,33 +247,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 # ------------------------------------------------------------------------------- parser
-REPRODUCTIONS: dict[str, str] = {
-    "compute-cost": "compute-cost",
-    "memory-footprint": "reproduce",
-    "memory-window": "reproduce",
-    "activation": "reproduce",
-    "pmnist-1000": "reproduce",
-    "pmnist-2000-neurons": "reproduce",
-    "bwt": "reproduce",
-    "openloris": "reproduce",
-    "standardisation": "reproduce",
-    "animals-al": "reproduce",
-    "openloris-al": "reproduce",
-    "vr-samples": "reproduce",
-    "budget-controller": "reproduce",
-    "query-dynamics": "reproduce",
-    "learning-rate-map": "reproduce",
-}
+REPRODUCTIONS: dict[str, str] = {"compute-cost": "compute-cost", **dict.fromkeys(ENTRIES, "reproduce")}
 """``bimu reproduce NAME`` -> the subcommand that regenerates it (the compute-cost appendix table), or
-``"reproduce"`` for the tables built by :mod:`bimu.experiments.reproduce` (runs, then a report)."""
+``"reproduce"`` for the entries of :data:`bimu.reproduce.entries.ENTRIES` (runs, then a report)."""
 
 
 def cmd_reproduce(args) -> int:
-    """``bimu reproduce NAME``: forward to the named command, or run :mod:`bimu.experiments.reproduce`."""
+    """``bimu reproduce NAME``: forward to the named command, or run the entry (:mod:`bimu.reproduce`)."""
     target = REPRODUCTIONS[args.name]
     if target != "reproduce":
         return main([target, *args.options])
-    from bimu.experiments.reproduce import cli as reproduce_cli
+    from bimu.reproduce.cli import cli as reproduce_cli
 
     return reproduce_cli(args.name, args, args.options)
 
@@ -286,6 +286,12 @@ def build_parser() -> argparse.ArgumentParser:
                                    "same --out at its last completed task.")
     add_run_options(p)
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("run-active", help="alias of 'bimu run --active': one active stream per seed",
+                       description="Alias of 'bimu run BENCHMARK --active SCORE ...' (same options, same "
+                                   "run directories and results); --active is required here.")
+    add_run_options(p)
+    p.set_defaults(func=cmd_run_active)
 
     p = sub.add_parser("report", help="paper-style table and accuracy plot from run directories",
                        description="Find seed directories under DIR... and print mean ± std over seeds of last-5 "
@@ -333,14 +339,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
 
     for mod in COMMAND_MODULES:
-        try:
-            m = importlib.import_module(mod)
-        except ModuleNotFoundError as e:
-            if e.name and (mod == e.name or mod.startswith(e.name + ".")):
-                continue
-            raise
-        if hasattr(m, "add_parser"):
-            m.add_parser(sub)
+        importlib.import_module(mod).add_parser(sub)
 
     r = sub.add_parser("reproduce", help="regenerate a table or figure of the paper",
                        description="Regenerate one of the paper's tables or figures. Available: "
@@ -356,7 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
                               "  bimu reproduce openloris-al --scale quick --jobs 2 --out repro\n"
                               "  bimu report --results-page docs/results.md repro",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    from bimu.experiments.reproduce import add_options as add_reproduce_options
+    from bimu.reproduce.cli import add_options as add_reproduce_options
 
     add_reproduce_options(r)
     r.add_argument("name", choices=sorted(REPRODUCTIONS), help="what to reproduce")

@@ -1,15 +1,10 @@
-"""Command line of the active-learning room: ``bimu sweep-threshold`` and ``bimu run-active``.
+"""Command line of the active-learning room: ``bimu sweep-threshold``.
 
-``add_parser(subparsers)`` registers both (docs/contracts.md). ``run-active`` is a thin alias of
-``bimu run --active``: the same parser options (:func:`bimu.cli.add_run_options`) and the same
-runner (:func:`bimu.cli.cmd_run`); it only insists on ``--active`` and checks the rule first.
-:func:`acquisition_from_args` builds the rule from parsed options.
+``add_parser(subparsers)`` registers it (docs/contracts.md). :func:`acquisition_from_args` builds the
+query rule from parsed ``bimu run --active`` / ``bimu run-active`` options (:mod:`bimu.cli`).
 
 >>> import argparse
->>> p = argparse.ArgumentParser(); sub = p.add_subparsers()
->>> add_parser(sub)
->>> a = p.parse_args(["run-active", "animals-ti", "--active", "vr", "--budget", "0.03"])
->>> acquisition_from_args(a).describe()
+>>> acquisition_from_args(argparse.Namespace(active="vr", budget=0.03)).describe()
 'vr budget=0.03 gamma=0.5'
 """
 
@@ -71,19 +66,6 @@ def _load(args):
     return bench, preset, hp
 
 
-def _run_active(args) -> int:
-    """``bimu run-active ...`` = ``bimu run ... --active S``: the rule is checked, then ``bimu run`` runs."""
-    from bimu.cli import _err, cmd_run
-
-    if getattr(args, "active", None) is None:
-        return _err("run-active needs --active (e.g. --active vr --threshold 0.2); without it use 'bimu run'")
-    try:
-        acquisition_from_args(args)  # a bad rule fails here, before any data is loaded
-    except ValueError as e:
-        return _err(str(e))
-    return cmd_run(args)
-
-
 def _sweep(args) -> int:
     from bimu.experiments.sweep import sweep, write_sweep
 
@@ -103,7 +85,7 @@ def _sweep(args) -> int:
 
 
 def add_parser(subparsers) -> None:
-    """Register ``sweep-threshold`` and ``run-active`` on the top-level CLI."""
+    """Register ``sweep-threshold`` on the top-level CLI."""
     p = subparsers.add_parser("sweep-threshold", help="accuracy vs queried fraction over thresholds and scores")
     _benchmark_options(p)
     p.add_argument("--scores", nargs="+", default=["vr", "entropy", "aleatoric", "epistemic", "random"],
@@ -116,17 +98,10 @@ def add_parser(subparsers) -> None:
     p.add_argument("--no-baseline", action="store_true", help="skip the 100%%-update baseline run")
     p.add_argument("--out", required=True, help="output folder")
     p.set_defaults(func=_sweep)
-    from bimu.cli import add_run_options
-
-    r = subparsers.add_parser("run-active", help="alias of 'bimu run --active': one active stream per seed",
-                              description="Alias of 'bimu run BENCHMARK --active SCORE ...' (same options, same "
-                                          "run directories and results); --active is required here.")
-    add_run_options(r)
-    r.set_defaults(func=_run_active)
 
 
 def main(argv=None) -> int:
-    """Stand-alone entry point (``python -m bimu.active.cli``) until the top-level CLI wires it."""
+    """Stand-alone entry point: ``python -m bimu.active.cli sweep-threshold ...``."""
     parser = argparse.ArgumentParser(prog="bimu")
     add_parser(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)

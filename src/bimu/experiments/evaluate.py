@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from bimu.experiments.config import OOD_SCORES, RunConfig, parse_benchmark_option
-from bimu.experiments.rundir import CHECKPOINT, CONFIG, RunDir
+from bimu.rundir import CHECKPOINT, CONFIG, RunDir
 
 _NO_CHECKPOINT = ("{path} holds no {name}: only a run's checkpoint holds its model (a run directory copied "
                   "into a repository by scripts/keep_runs.py keeps a finished run's results without it); "

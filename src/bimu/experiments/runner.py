@@ -20,7 +20,7 @@ import torch
 
 from bimu.engine.build import build_method
 from bimu.experiments.config import RunConfig
-from bimu.experiments.rundir import CONFIG, ENVIRONMENT, SUMMARY, RunDir, environment_info, seed_dir
+from bimu.rundir import CONFIG, ENVIRONMENT, SUMMARY, RunDir, environment_info, seed_dir
 from bimu.experiments.stream import run_stream
 
 
@@ -192,7 +192,7 @@ def _non_semantic():
 def _roundtrip(obj):
     import json
 
-    from bimu.experiments.rundir import dumps
+    from bimu.rundir import dumps
 
     return json.loads(dumps(obj))
 

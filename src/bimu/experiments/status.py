@@ -7,7 +7,7 @@ over the last :data:`RECENT_TASKS` tasks) and the time it still needs at that ra
 how much single-core work is left, which is what a resumed sitting has to plan for.
 
 >>> import tempfile, json
->>> from bimu.experiments.rundir import RunDir, seed_dir
+>>> from bimu.rundir import RunDir, seed_dir
 >>> rd = RunDir(seed_dir(tempfile.mkdtemp(), "pmnist", "bimu", 0))
 >>> rd.write_json("config.json", {"benchmark": "pmnist", "method": "bimu", "tasks": 4})
 >>> rd.write_metrics([{"task": t, "steps": 600, "acc": 0.9, "train_seconds": 0.2, "eval_seconds": 0.05,
@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bimu.experiments.rundir import CONFIG, ERROR, SUMMARY, RunDir, find_run_dirs
+from bimu.rundir import CONFIG, ERROR, SUMMARY, RunDir, find_run_dirs
 
 RECENT_TASKS = 10
 """Tasks over which the recent rate and time per task are taken (medians)."""

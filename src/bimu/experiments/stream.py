@@ -51,7 +51,7 @@ import torch
 
 from bimu import metrics
 from bimu.experiments.progress import Progress
-from bimu.experiments.rundir import RunDir
+from bimu.rundir import RunDir
 from bimu.experiments.schedule import EvalSchedule
 
 CHECKPOINT_FORMAT = 1

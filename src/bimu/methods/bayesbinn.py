@@ -44,6 +44,7 @@ from bimu.nn.activations import hidden_activation
 from bimu.nn.bernoulli import relaxed_noise
 from bimu.nn.mlp import BinaryBayesianMLP, layer_norm
 from bimu.optim.bayesbinn import PRIOR_DIRECTIONS, BayesBiNN, bayesbinn_mu_gradient
+from bimu.paper import METHOD_FULL_NAMES
 
 
 def forward_with_weights(model: BinaryBayesianMLP, x: torch.Tensor, weights: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -68,7 +69,7 @@ class BayesBiNNMethod(OnlineMethod):
 
     info = MethodInfo(
         name="bayesbinn",
-        paper_name="BayesBiNN",
+        paper_name=METHOD_FULL_NAMES["bayesbinn"],
         network="binary-bayesian-mlp",
         needs_task_boundaries=True,
         uncertainty_scores=SCORE_NAMES,

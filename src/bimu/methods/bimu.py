@@ -26,6 +26,7 @@ from bimu.methods.base import (
 )
 from bimu.nn.mlp import ACTIVATIONS, BinaryBayesianMLP
 from bimu.optim.bimu import BiMU
+from bimu.paper import METHOD_FULL_NAMES
 
 
 def mc_nll(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -59,7 +60,7 @@ class BiMUMethod(OnlineMethod):
 
     info = MethodInfo(
         name="bimu",
-        paper_name="BiMU",
+        paper_name=METHOD_FULL_NAMES["bimu"],
         network="binary-bayesian-mlp",
         needs_task_boundaries=False,
         uncertainty_scores=SCORE_NAMES,

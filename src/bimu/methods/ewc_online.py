@@ -22,6 +22,7 @@ import torch.nn.functional as F
 
 from bimu.methods.base import Hyperparameter, MethodInfo, hyperparameter_table, non_negative, positive
 from bimu.methods.sgd import DETERMINISTIC_SCORES, SGDMethod
+from bimu.paper import METHOD_FULL_NAMES
 from bimu.regularizers.ewc import OnlineEWC
 
 
@@ -30,7 +31,7 @@ class OnlineEWCMethod(SGDMethod):
 
     info = MethodInfo(
         name="ewc-online",
-        paper_name="Online EWC",
+        paper_name=METHOD_FULL_NAMES["ewc-online"],
         network="real-relu-mlp",
         needs_task_boundaries=True,
         uncertainty_scores=DETERMINISTIC_SCORES,

@@ -29,17 +29,7 @@ from typing import Any
 
 import torch
 
-PAPER_MEMORY_MB = {
-    "bimu": 0.32,
-    "bayesbinn": 0.64,
-    "synaptic-metaplasticity": 1.84,
-    "ste": 0.95,
-    "mesu": 0.64,
-    "ewc-online": 0.95,
-    "si": 0.95,
-    "sgd": 0.32,
-}
-"""The paper's appendix table "Training-state memory overhead" (784-100-10, 1000 tasks), in MB."""
+from bimu.paper import MEMORY_MB, Number, cell
 
 
 def nested_tensor_bytes(obj: Any) -> int:
@@ -81,10 +71,10 @@ def memory_footprint_table(sizes: Sequence[int] = (784, 100, 10), n_tasks: int =
     return table
 
 
-def format_memory_table(table: Mapping[str, float], paper: Mapping[str, float] = PAPER_MEMORY_MB) -> str:
-    """A markdown table of the regenerated footprint beside the paper's values."""
+def format_memory_table(table: Mapping[str, float], paper: Mapping[str, Number] = MEMORY_MB) -> str:
+    """A markdown table of the regenerated footprint beside the paper's values (:data:`bimu.paper.MEMORY_MB`)."""
     lines = ["| method | regenerated (MB) | paper (MB) |", "|---|---|---|"]
     for name, mb in table.items():
         ref = paper.get(name)
-        lines.append(f"| {name} | {mb:.2f} | {'' if ref is None else f'{ref:.2f}'} |")
+        lines.append(f"| {name} | {mb:.2f} | {'' if ref is None else cell(ref)} |")
     return "\n".join(lines)

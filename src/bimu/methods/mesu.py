@@ -27,6 +27,7 @@ from bimu.methods.bimu import mc_nll
 from bimu.methods.footprint import nested_tensor_bytes
 from bimu.nn.gaussian import GAUSSIAN_ACTIVATIONS, GaussianMLP
 from bimu.optim.mesu import MESU
+from bimu.paper import METHOD_FULL_NAMES
 
 
 class MESUMethod(OnlineMethod):
@@ -34,7 +35,7 @@ class MESUMethod(OnlineMethod):
 
     info = MethodInfo(
         name="mesu",
-        paper_name="MESU",
+        paper_name=METHOD_FULL_NAMES["mesu"],
         network="gaussian-relu-mlp",
         needs_task_boundaries=False,
         uncertainty_scores=SCORE_NAMES,

@@ -22,6 +22,7 @@ import torch.nn.functional as F
 
 from bimu.methods.base import MethodInfo, OnlineMethod, hyperparameter_table, positive, tensor_bytes
 from bimu.nn.real_mlp import RealMLP
+from bimu.paper import METHOD_FULL_NAMES
 
 DETERMINISTIC_SCORES = ("predictive_entropy", "aleatoric")
 """Scores a deterministic network can give: with one sample, predictive entropy = aleatoric."""
@@ -37,7 +38,7 @@ class SGDMethod(OnlineMethod):
 
     info = MethodInfo(
         name="sgd",
-        paper_name="SGD",
+        paper_name=METHOD_FULL_NAMES["sgd"],
         network="real-relu-mlp",
         needs_task_boundaries=False,
         uncertainty_scores=DETERMINISTIC_SCORES,

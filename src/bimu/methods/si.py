@@ -20,6 +20,7 @@ import torch
 
 from bimu.methods.base import Hyperparameter, MethodInfo, hyperparameter_table, non_negative, positive
 from bimu.methods.sgd import DETERMINISTIC_SCORES, SGDMethod
+from bimu.paper import METHOD_FULL_NAMES
 from bimu.regularizers.si import SynapticIntelligence
 
 
@@ -28,7 +29,7 @@ class SynapticIntelligenceMethod(SGDMethod):
 
     info = MethodInfo(
         name="si",
-        paper_name="Synaptic Intelligence",
+        paper_name=METHOD_FULL_NAMES["si"],
         network="real-relu-mlp",
         needs_task_boundaries=True,
         uncertainty_scores=DETERMINISTIC_SCORES,

@@ -29,6 +29,7 @@ from bimu.methods.footprint import nested_tensor_bytes
 from bimu.methods.sgd import DETERMINISTIC_SCORES
 from bimu.nn.sign_linear import SignMLP
 from bimu.optim.metaplastic_adam import MetaplasticAdam
+from bimu.paper import METHOD_FULL_NAMES
 
 
 class STEMethod(OnlineMethod):
@@ -36,7 +37,7 @@ class STEMethod(OnlineMethod):
 
     info = MethodInfo(
         name="ste",
-        paper_name="STE",
+        paper_name=METHOD_FULL_NAMES["ste"],
         network="sign-mlp",
         needs_task_boundaries=False,
         uncertainty_scores=DETERMINISTIC_SCORES,

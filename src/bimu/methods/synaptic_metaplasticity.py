@@ -15,7 +15,7 @@ unit to ``beta`` (no information; the paper's runs used batch size 1). The norm 
 (``equinox.nn.BatchNorm`` at batch size 1). There the running variance is each batch's own
 variance, 0 at batch size 1, so every unit is ``gamma (x - m) / sqrt(eps) + beta``. This degrades the sign network and leaves the Reverse Binary Gate, whose
 threshold 1 every scaled unit clears, with constant outputs
-(:mod:`bimu.experiments.gaps` has the measurements).
+(:mod:`bimu.reproduce.gaps` has the measurements).
 
 Task identity (``task_affine=True``, off by default): as in the paper's runs, the norms' affine
 parameters are stored at every task end and :meth:`SynapticMetaplasticityMethod.use_task` reloads
@@ -44,6 +44,7 @@ from bimu.methods.footprint import nested_tensor_bytes
 from bimu.methods.sgd import DETERMINISTIC_SCORES
 from bimu.nn.sign_linear import BATCH_NORM_STATISTICS, SIGN_MLP_ACTIVATIONS, SignMLP
 from bimu.optim.metaplastic_adam import MetaplasticAdam
+from bimu.paper import METHOD_FULL_NAMES
 
 
 class SynapticMetaplasticityMethod(OnlineMethod):
@@ -51,7 +52,7 @@ class SynapticMetaplasticityMethod(OnlineMethod):
 
     info = MethodInfo(
         name="synaptic-metaplasticity",
-        paper_name="Synaptic Metaplasticity",
+        paper_name=METHOD_FULL_NAMES["synaptic-metaplasticity"],
         network="sign-mlp-batchnorm",
         needs_task_boundaries=True,
         uncertainty_scores=DETERMINISTIC_SCORES,

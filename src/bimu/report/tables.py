@@ -17,55 +17,28 @@ from typing import Any
 
 import numpy as np
 
-from bimu.experiments.rundir import CONFIG, MATRIX_NPY, SUMMARY, RunDir, find_run_dirs
+from bimu.paper import TABLE1, cells
+from bimu.rundir import CONFIG, MATRIX_NPY, SUMMARY, RunDir, find_run_dirs
 
-_ALIASES = {"ewc-online": "ewc", "ewc_online": "ewc", "synaptic-metaplasticity": "synmeta", "syn-meta": "synmeta"}
-
-# Table 1 of the paper (1000-task Permuted MNIST, 100 hidden units): last-5 accuracy, OOD AUC and
-# single-task accuracy as (mean, std over five runs), MMRR (one number), whether the method needs task
-# boundaries. None where the paper gives no value.
-PAPER_TABLE1: dict[str, dict[str, Any]] = {
-    "bimu": {"name": "BiMU", "last5": (90.30, 0.38), "auc": (0.99, 0.00), "mmrr": 139.47, "one_task": (94.67, 0.11),
-             "task_bounds": False},
-    "bayesbinn": {"name": "BayesBiNN", "last5": (41.12, 1.62), "auc": (0.57, 0.12), "mmrr": 2.04,
-                  "one_task": (93.22, 0.09), "task_bounds": True},
-    "synmeta": {"name": "Syn.Meta.", "last5": (10.27, 0.01), "auc": None, "mmrr": 1.64, "one_task": (71.40, 1.48),
-                "task_bounds": True},
-    "ste": {"name": "STE", "last5": (29.35, 0.96), "auc": (0.69, 0.04), "mmrr": 9.32, "one_task": (77.56, 1.35),
-            "task_bounds": False},
-    "mesu": {"name": "MESU", "last5": (91.69, 0.58), "auc": (0.95, 0.03), "mmrr": 261.10, "one_task": (96.10, 0.18),
-             "task_bounds": False},
-    "ewc": {"name": "EWC online", "last5": (81.78, 0.82), "auc": (0.66, 0.11), "mmrr": 6.63,
-            "one_task": (96.06, 0.11), "task_bounds": True},
-    "si": {"name": "SI", "last5": (74.41, 1.19), "auc": (0.66, 0.17), "mmrr": 5.11, "one_task": (95.55, 0.28),
-           "task_bounds": True},
-    "sgd": {"name": "SGD", "last5": (66.64, 2.70), "auc": (0.87, 0.05), "mmrr": 43.50, "one_task": (96.03, 0.34),
-            "task_bounds": False},
-}
-"""Paper Table 1 (1000-task Permuted MNIST, 100 hidden units), with every "mean ± std" the paper gives.
-The paper's OOD AUC std is over the tasks of one run (its code), not over runs."""
+_ALIASES = {"ewc": "ewc-online", "ewc_online": "ewc-online", "synmeta": "synaptic-metaplasticity",
+            "syn-meta": "synaptic-metaplasticity"}
 
 
 def paper_table1_cells(method: str) -> dict[str, str]:
     """The paper's Table 1 cells of ``method`` (aliases accepted) as printed: ``acc``, ``auc``, ``mmrr``,
-    ``one_task`` ("m ± s", or "-" where the paper has no value).
+    ``one_task`` ("m ± s", or "-" where the paper has no value; :data:`bimu.paper.TABLE1`).
 
     >>> paper_table1_cells("ewc-online")
     {'acc': '81.78 ± 0.82', 'auc': '0.66 ± 0.11', 'mmrr': '6.63', 'one_task': '96.06 ± 0.11'}
     >>> paper_table1_cells("synaptic-metaplasticity")["auc"]
     '-'
     """
-    ref = PAPER_TABLE1[_ALIASES.get(method, method)]
-
-    def pm(v):
-        return "-" if v is None else f"{v[0]:.2f} ± {v[1]:.2f}"
-
-    return {"acc": pm(ref["last5"]), "auc": pm(ref["auc"]), "mmrr": f"{ref['mmrr']:.2f}", "one_task": pm(ref["one_task"])}
+    return cells(TABLE1[_ALIASES.get(method, method)])
 
 
 def find_seed_dirs(paths: Iterable[str | os.PathLike]) -> list[Path]:
     """Every run directory under ``paths`` (recursively, or the path itself) that finished a task
-    (:func:`bimu.experiments.rundir.find_run_dirs` with ``started_only``); FileNotFoundError naming a
+    (:func:`bimu.rundir.find_run_dirs` with ``started_only``); FileNotFoundError naming a
     path that does not exist."""
     return find_run_dirs(paths, started_only=True)
 
@@ -178,7 +151,7 @@ def markdown_table(groups: dict[tuple, list[dict[str, Any]]], paper: bool = True
                  fmt_pm(st["queried"], 100) if active else "100",
                  fmt_pm(st["steps_per_s"], 1, 0)]
         if paper:
-            if bench == "pmnist" and hidden == (100,) and _ALIASES.get(method, method) in PAPER_TABLE1:
+            if bench == "pmnist" and hidden == (100,) and _ALIASES.get(method, method) in TABLE1:
                 ref = paper_table1_cells(method)
                 cells += [ref["acc"], ref["auc"], ref["mmrr"], ref["one_task"]]
             else:

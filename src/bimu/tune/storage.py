@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from bimu.experiments.rundir import pid_alive
+from bimu.rundir import pid_alive
 
 RDB_SCHEMES = ("postgresql", "postgres", "mysql", "sqlite", "mariadb", "oracle", "mssql")
 """URL schemes (before any ``+driver``) handled by Optuna's RDBStorage."""

@@ -52,9 +52,9 @@ def reproduce_command(name: str, opts) -> str:
 
 def write_manifest(opts, entry, table, paths: dict, benchmarks: Sequence[str], code: int) -> Path:
     """Write ``OUT/NAME.json`` (atomically) describing one reproduction; returns its path."""
-    from bimu.experiments.reproduce import data_status
     from bimu.atomic import atomic_write_text
-    from bimu.experiments.rundir import dumps, git_commit
+    from bimu.reproduce.spec import data_status
+    from bimu.rundir import dumps, git_commit
 
     out = Path(opts.out)
     manifest = {

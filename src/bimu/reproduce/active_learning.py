@@ -2,7 +2,7 @@
 ``vr-samples``, ``budget-controller`` and ``query-dynamics``.
 
 Each row is one query rule (score and threshold, or budget controller; ``all`` is the 100%-update
-baseline) run by :func:`bimu.active.sweep.run_stream` (one pass over every task, then accuracy on
+baseline) run by :func:`bimu.experiments.sweep.run_stream` (one pass over every task, then accuracy on
 every task's test set, overall / rare / frequent classes). Every (row, seed) is a job with its own run
 directory ``OUT/runs/<scale>/<entry>/<row>/seed-<s>/`` holding ``config.json`` and ``result.json``
 (written atomically): a second invocation reuses completed runs, a directory holding a different
@@ -30,81 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from bimu.experiments.reproduce import (
-    ENTRIES,
-    METHOD_NAMES,
-    Entry,
-    Options,
-    Report,
-    Table,
-    data_status,
-    is_standin,
-    rows_note,
-    selected_rows,
-)
-
-# ------------------------------------------------------------------------------------ paper numbers
-PAPER_ANIMALS_POINTS = {"all": "86.28 (100% queried)", "vr": "84.46 at 11% queried; 87.12 at 18% queried"}
-"""Animals (Sec. active learning, Fig. animals-bimu): the points the text quotes (overall accuracy %)."""
-
-PAPER_OPENLORIS_POINTS = {"all": "87.76 ± 0.19 (100% queried)", "vr": "88.70 at 3.1% queried; 90.91 at 4.0% queried"}
-"""Imbalanced OpenLORIS-Object (Fig. vgg19-8192): the points the text quotes (overall accuracy %)."""
-
-# Appendix tab:appendix-variation ratio: K -> list of (dissent counts n (threshold n/K), accuracy, data used).
-PAPER_VR_SAMPLES: dict[int, list[tuple[tuple[int, ...], str, str]]] = {
-    2: [((1,), "89.30 ± 0.88", "3.30 ± 0.04")],
-    3: [((1,), "90.61 ± 0.53", "3.87 ± 0.05"), ((2,), "82.26 ± 1.15", "1.62 ± 0.03")],
-    5: [((1,), "88.85 ± 0.92", "2.91 ± 0.16"), ((2, 3), "80.86 ± 1.90", "1.47 ± 0.16"),
-        ((4,), "52.21 ± 23.71", "0.34 ± 0.19")],
-    10: [((1,), "90.91 ± 0.98", "3.97 ± 0.03"), ((2, 3), "88.70 ± 1.94", "3.10 ± 0.31"),
-         ((4, 5), "79.27 ± 4.00", "1.37 ± 0.24"), ((6,), "44.02 ± 32.02", "0.42 ± 0.39"),
-         ((7,), "9.37 ± 8.22", "0.02 ± 0.04"), ((8, 9), "5.26 ± 0.00", "0.00 ± 0.00")],
-    25: [((1,), "91.34 ± 0.50", "5.63 ± 0.09"), ((3,), "91.11 ± 0.44", "4.40 ± 0.04"),
-         ((4,), "90.93 ± 0.70", "4.03 ± 0.05"), ((5,), "90.23 ± 0.68", "3.65 ± 0.14"),
-         ((6,), "89.00 ± 0.64", "3.27 ± 0.23"), ((7,), "87.16 ± 1.88", "2.93 ± 0.36"),
-         ((8,), "86.40 ± 2.68", "2.61 ± 0.44"), ((9,), "79.14 ± 13.18", "1.96 ± 0.78"),
-         ((10,), "66.41 ± 30.90", "1.48 ± 0.84"), ((11,), "51.53 ± 37.93", "1.03 ± 0.88"),
-         ((12,), "34.82 ± 36.25", "0.52 ± 0.65"), ((13,), "19.95 ± 29.37", "0.23 ± 0.45"),
-         ((14,), "19.16 ± 27.79", "0.17 ± 0.34"), ((15,), "18.48 ± 26.44", "0.13 ± 0.26"),
-         ((16,), "17.01 ± 23.49", "0.10 ± 0.19"), ((17,), "16.07 ± 21.61", "0.07 ± 0.14"),
-         (tuple(range(18, 25)), "5.26 ± 0.00", "0.00 ± 0.00")],
-}
-"""The paper's K ablation (its threshold 0.04 n for K = 25; n = 2 (0.08) is not listed there)."""
-
-PAPER_VR_BASELINE = ("87.76 ± 0.19", "100")
-"""The 100%-update baseline row of the K ablation (accuracy, data used)."""
-
-# Appendix tab:adaptive-threshold-openloris: (B, gamma) -> (data used %, accuracy %).
-PAPER_BUDGET: dict[tuple[float, float], tuple[str, str]] = {
-    (0.005, 0.01): ("0.50 ± 0.00", "52.68 ± 2.29"), (0.005, 0.10): ("1.11 ± 0.03", "79.84 ± 0.65"),
-    (0.005, 0.50): ("3.34 ± 0.05", "89.62 ± 0.43"),
-    (0.01, 0.01): ("1.00 ± 0.00", "61.95 ± 1.95"), (0.01, 0.10): ("1.22 ± 0.01", "79.53 ± 1.40"),
-    (0.01, 0.50): ("3.34 ± 0.05", "89.88 ± 0.57"),
-    (0.02, 0.01): ("2.00 ± 0.01", "70.20 ± 1.72"), (0.02, 0.10): ("2.03 ± 0.01", "85.64 ± 1.21"),
-    (0.02, 0.50): ("3.70 ± 0.02", "89.97 ± 0.74"),
-    (0.03, 0.01): ("3.00 ± 0.01", "73.90 ± 0.60"), (0.03, 0.10): ("3.00 ± 0.01", "86.79 ± 0.71"),
-    (0.03, 0.50): ("3.96 ± 0.03", "90.79 ± 0.61"),
-    (0.04, 0.01): ("4.00 ± 0.01", "76.97 ± 0.76"), (0.04, 0.10): ("4.00 ± 0.01", "87.94 ± 0.30"),
-    (0.04, 0.50): ("4.23 ± 0.03", "90.56 ± 0.30"),
-    (0.05, 0.01): ("5.00 ± 0.01", "78.34 ± 0.60"), (0.05, 0.10): ("5.00 ± 0.01", "87.66 ± 0.85"),
-    (0.05, 0.50): ("5.01 ± 0.01", "90.87 ± 0.51"),
-}
-"""The paper's budget-controller table (VR, K = 10, imbalanced OpenLORIS-Object, 8,192 features)."""
-
-PAPER_BUDGET_BASELINE = ("100", "87.76 ± 0.19")
-"""Its "Random querying, full stream" row (data used, accuracy)."""
-
-# Appendix tab:openloris-querying-dynamics (b): task -> (updates 0-24 %, 25-73 %, 74-99 %).
-PAPER_QUERY_DYNAMICS: dict[str, tuple[str, str, str]] = {
-    "1": ("25.43 ± 31.15", "40.19 ± 29.00", "13.08 ± 12.57"), "2": ("41.00 ± 20.55", "41.82 ± 11.01", "15.66 ± 9.49"),
-    "3": ("53.47 ± 1.72", "33.85 ± 1.05", "10.95 ± 1.35"), "4": ("58.65 ± 1.75", "29.72 ± 1.47", "9.81 ± 1.37"),
-    "5": ("61.35 ± 1.65", "29.07 ± 1.63", "7.67 ± 1.26"), "6": ("56.65 ± 3.22", "32.93 ± 2.51", "8.26 ± 1.02"),
-    "7": ("42.37 ± 2.68", "40.33 ± 2.30", "14.96 ± 0.79"), "8": ("41.28 ± 4.12", "42.43 ± 3.22", "14.60 ± 1.55"),
-    "9": ("42.83 ± 2.84", "40.16 ± 1.31", "14.76 ± 2.30"), "10": ("40.73 ± 1.84", "43.60 ± 1.14", "13.65 ± 2.15"),
-    "11": ("39.53 ± 2.58", "42.64 ± 1.02", "15.13 ± 2.02"), "12": ("46.93 ± 2.25", "39.01 ± 1.72", "12.19 ± 1.45"),
-    "Average": ("45.85 ± 9.70", "37.98 ± 4.95", "12.56 ± 2.66"),
-}
-"""The paper's temporal distribution of VR updates per task (part (b) of its table)."""
+from bimu import paper
+from bimu.reproduce.spec import Options, Report, data_status, is_standin, rows_note, selected_rows
+from bimu.reproduce.table import Table
 
 BUDGETS = (0.005, 0.01, 0.02, 0.03, 0.04, 0.05)
 """Target budgets B of the controller table."""
@@ -119,18 +47,31 @@ SCORE_NAMES = {"all": "100% updates", "vr": "VR", "entropy": "Predictive entropy
 
 
 def paper_vr_samples(k: int, n: int) -> tuple[str, str]:
-    """The paper's (accuracy, data used) of the K ablation at threshold ``n / k``; ``("-", "-")`` if
-    the paper lists no such row."""
-    for ns, acc, used in PAPER_VR_SAMPLES.get(int(k), []):
+    """The paper's (accuracy, data used) cells of the K ablation at threshold ``n / k``; ``("-", "-")``
+    if the paper lists no such row."""
+    for ns, row in paper.VR_SAMPLES.get(int(k), []):
         if int(n) in ns:
-            return acc, used
+            cells = paper.cells(row)
+            return cells["acc"], cells["used"]
     return "-", "-"
+
+
+def paper_points(baseline: paper.Row, vr_points) -> dict[str, str]:
+    """The paper column of an accuracy-vs-queried table: the 100%-update baseline and the VR points its
+    text quotes, by query rule.
+
+    >>> paper_points(paper.ANIMALS_AL_BASELINE, paper.ANIMALS_VR_POINTS)["vr"]
+    '84.46 at 11% queried; 87.12 at 18% queried'
+    """
+    base = paper.cells(baseline)
+    return {"all": f"{base['acc']} ({base['used']}% queried)",
+            "vr": "; ".join(f"{c['acc']} at {c['queried']}% queried" for c in map(paper.cells, vr_points))}
 
 
 # ------------------------------------------------------------------------------------ rows and runs
 @dataclasses.dataclass
 class ALRow:
-    """One query rule: label cells, a slug (its folder), the :func:`~bimu.active.sweep.run_stream`
+    """One query rule: label cells, a slug (its folder), the :func:`~bimu.experiments.sweep.run_stream`
     keyword arguments, and the paper's cells by key."""
 
     labels: list[str]
@@ -201,7 +142,7 @@ def load_benchmark(setup: ALSetup, opts: Options):
 
 
 def rule_params(score: str, threshold=None, *, budget=None, gamma=0.5, k=10, method="bimu", preset=None) -> dict:
-    """Keyword arguments of :func:`~bimu.active.sweep.run_stream` for one query rule."""
+    """Keyword arguments of :func:`~bimu.experiments.sweep.run_stream` for one query rule."""
     return {"method": method, "strategy": score, "threshold": threshold, "budget": budget,
             "budget_exponent": gamma, "mc_samples": k, "preset": preset}
 
@@ -222,13 +163,13 @@ def _grid_rows(opts: Options, setup: ALSetup, points: dict) -> list[ALRow]:
 
 def rows_animals(opts: Options) -> list[ALRow]:
     """BiMU on imbalanced Animals: the 100% baseline, VR, the entropies and random querying over their
-    threshold grids (:data:`bimu.active.sweep.DEFAULT_GRIDS`; quick: the first threshold of each)."""
-    return _grid_rows(opts, animals_setup(opts), PAPER_ANIMALS_POINTS)
+    threshold grids (:data:`bimu.experiments.sweep.DEFAULT_GRIDS`; quick: the first threshold of each)."""
+    return _grid_rows(opts, animals_setup(opts), paper_points(paper.ANIMALS_AL_BASELINE, paper.ANIMALS_VR_POINTS))
 
 
 def rows_openloris_al(opts: Options) -> list[ALRow]:
     """The same on imbalanced OpenLORIS-Object (8,192 features)."""
-    return _grid_rows(opts, objects_setup(opts), PAPER_OPENLORIS_POINTS)
+    return _grid_rows(opts, objects_setup(opts), paper_points(paper.OPENLORIS_AL_BASELINE, paper.OPENLORIS_VR_POINTS))
 
 
 def rows_vr_samples(opts: Options) -> list[ALRow]:
@@ -236,7 +177,7 @@ def rows_vr_samples(opts: Options) -> list[ALRow]:
     100% baseline."""
     setup = objects_setup(opts)
     rows = [ALRow(["Baseline", "-"], "all", rule_params("all", preset=setup.preset),
-                  {"acc": PAPER_VR_BASELINE[0], "used": PAPER_VR_BASELINE[1]})]
+                  paper.cells(paper.OPENLORIS_AL_BASELINE))]
     for k in VR_SAMPLES:
         for n in ((1,) if opts.scale == "quick" else range(1, k)):
             acc, used = paper_vr_samples(k, n)
@@ -250,12 +191,11 @@ def rows_budget(opts: Options) -> list[ALRow]:
     baseline (quick: B = 3% with gamma 0.5 and 0.1)."""
     setup = objects_setup(opts)
     rows = [ALRow(["Random querying", "Full stream"], "all", rule_params("all", preset=setup.preset),
-                  {"used": PAPER_BUDGET_BASELINE[0], "acc": PAPER_BUDGET_BASELINE[1]})]
+                  paper.cells(paper.OPENLORIS_AL_BASELINE))]
     pairs = [(0.03, 0.5), (0.03, 0.1)] if opts.scale == "quick" else [(b, g) for b in BUDGETS for g in GAMMAS]
     for b, g in pairs:
-        used, acc = PAPER_BUDGET[(b, g)]
         rows.append(ALRow(["Budgeted VR", f"B={100 * b:.1f}%, gamma={g:.2f}"], f"vr-B{b:g}-g{g:g}",
-                          rule_params("vr", budget=b, gamma=g, preset=setup.preset), {"used": used, "acc": acc}))
+                          rule_params("vr", budget=b, gamma=g, preset=setup.preset), paper.cells(paper.BUDGET[(b, g)])))
     return rows
 
 
@@ -265,15 +205,18 @@ def run_dir_of(opts: Options, entry: str, row: ALRow, seed: int) -> Path:
 
 
 def _job_config(setup: ALSetup, opts: Options, row: ALRow, seed: int) -> dict:
+    """What a run directory's ``config.json`` records; the engine only when one is asked for (``auto``
+    runs keep the configuration they always had, so their completed runs are reused)."""
+    engine = {} if opts.engine == "auto" else {"engine": opts.engine}
     return {"benchmark": setup.benchmark, "benchmark_options": setup.options, "scale": opts.scale,
-            "limits": QUICK_LIMITS if opts.scale == "quick" else None, "seed": int(seed), **row.params}
+            "limits": QUICK_LIMITS if opts.scale == "quick" else None, "seed": int(seed), **row.params, **engine}
 
 
 def run_one(setup: ALSetup, opts: Options, entry: str, row: ALRow, seed: int) -> int:
     """Run (or reuse) one (row, seed) into its run directory; ValueError if the directory holds a run
     of another configuration."""
     from bimu.experiments.sweep import run_stream
-    from bimu.experiments.rundir import RunDir, dumps
+    from bimu.rundir import RunDir, dumps
 
     rd = RunDir(run_dir_of(opts, entry, row, seed))
     cfg = json.loads(dumps(_job_config(setup, opts, row, seed)))
@@ -284,7 +227,7 @@ def run_one(setup: ALSetup, opts: Options, entry: str, row: ALRow, seed: int) ->
         if rd.exists("result.json"):
             return 0
     rd.write_json("config.json", cfg)
-    result = run_stream(load_benchmark(setup, opts), seed=int(seed), **row.params)
+    result = run_stream(load_benchmark(setup, opts), seed=int(seed), engine=opts.engine, **row.params)
     rd.write_json("result.json", result)
     return 0
 
@@ -321,7 +264,7 @@ def _pm(vals, scale=100.0, digits=2) -> str:
 
 def _notes(setup: ALSetup, opts: Options, name: str, method: str = "bimu", rows: Sequence[ALRow] = ()) -> list[str]:
     notes = [f"data: {setup.benchmark} ({data_status(setup.benchmark)}), options {setup.options}; "
-             f"method {METHOD_NAMES.get(method, method)} (preset {setup.preset}); runs under "
+             f"method {paper.METHOD_NAMES.get(method, method)} (preset {setup.preset}); runs under "
              f"{Path(opts.out) / 'runs' / opts.scale / name}; mean ± std over seeds (sample std)"]
     if is_standin(setup.benchmark):
         notes.append(f"STAND-IN: {setup.benchmark} is an offline substitute built from Tiny-ImageNet "
@@ -405,8 +348,8 @@ def paired_table(name: str, title: str, setup: ALSetup, rows: Sequence[ALRow], o
     for row in rows:
         res = results.get(row.slug) or []
         cells = list(row.labels)
-        for _, key, paper in quantities:
-            cells += [_pm([r[key] for r in res]), row.paper.get(paper, "-")]
+        for _, key, paper_key in quantities:
+            cells += [_pm([r[key] for r in res]), row.paper.get(paper_key, "-")]
         out.append(cells + [",".join(str(r["seed"]) for r in res) or "-"])
     notes = _notes(setup, opts, name, rows=rows) + [note]
     return Report(Table(_title(title, setup, opts), header + ["Seeds"], out, notes), [], code, [setup.benchmark])
@@ -446,8 +389,9 @@ def build_query_dynamics(opts: Options, log=None) -> Report:
     per_task = {p: [] for p in parts}
     for t in tasks:
         cells = [f"Task {t + 1}"]
-        paper = PAPER_QUERY_DYNAMICS.get(str(t + 1), ("-", "-", "-"))
-        for p, ref in zip(parts, paper):
+        ref_cells = paper.cells(paper.QUERY_DYNAMICS.get(str(t + 1), dict.fromkeys(parts)))
+        for p in parts:
+            ref = ref_cells[p]
             vals = [r["task_quarters"][str(t)][p] for r in res if str(t) in r.get("task_quarters", {})]
             per_task[p].append(float(np.mean(vals)) if vals else math.nan)
             cells += [_pm(vals), ref]
@@ -456,8 +400,9 @@ def build_query_dynamics(opts: Options, log=None) -> Report:
         out.append(cells)
     if tasks:
         avg = ["Average"]
-        for p, ref in zip(parts, PAPER_QUERY_DYNAMICS["Average"]):
-            avg += [_pm(per_task[p]), ref]
+        ref_cells = paper.cells(paper.QUERY_DYNAMICS["Average"])
+        for p in parts:
+            avg += [_pm(per_task[p]), ref_cells[p]]
         out.append(avg + [_pm([r["query_fraction"] for r in res])])
     notes = _notes(setup, opts, "query-dynamics")
     notes += ["per task: mean ± std over seeds; Average: mean ± std over tasks of the seed means (as the paper)",
@@ -469,19 +414,3 @@ def build_query_dynamics(opts: Options, log=None) -> Report:
                                opts), header, out, notes), [], code, [setup.benchmark])
 
 
-ACTIVE_ENTRIES = (
-    Entry("animals-al", "Imbalanced Animals active learning: accuracy vs queried fraction",
-          build=build_grid("animals-al", "Imbalanced Animals active learning (BiMU): accuracy vs queried fraction",
-                           animals_setup, rows_animals), repeatable_stream=True),
-    Entry("openloris-al", "Imbalanced OpenLORIS-Object active continual learning: accuracy vs queried fraction",
-          build=build_grid("openloris-al", "Imbalanced OpenLORIS-Object active continual learning (BiMU): "
-                           "accuracy vs queried fraction", objects_setup, rows_openloris_al), repeatable_stream=True),
-    Entry("vr-samples", "Number of VR predictors K", build=build_vr_samples, repeatable_stream=True),
-    Entry("budget-controller", "Budget-driven adaptive VR thresholding", build=build_budget, repeatable_stream=True),
-    Entry("query-dynamics", "Temporal distribution of VR updates", build=build_query_dynamics,
-          repeatable_stream=True),
-)
-"""The entries this module adds to :data:`bimu.experiments.reproduce.ENTRIES`."""
-
-for _e in ACTIVE_ENTRIES:
-    ENTRIES[_e.name] = _e

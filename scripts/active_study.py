@@ -1,13 +1,13 @@
 """The objects-ti / animals-ti active-learning study: a resumable queue of single-stream runs.
 
-Each job is one :func:`~bimu.active.sweep.run_stream` call (one seed, one rule) described by a dict;
+Each job is one :func:`~bimu.experiments.sweep.run_stream` call (one seed, one rule) described by a dict;
 its result is appended as one JSON line to ``<out>/runs.jsonl``, and a job whose key is already
 there is skipped, so the queue can be stopped and restarted. :func:`report` groups the rows by
 setting (benchmark, features, K, hyperparameters, split), writes one table per setting with the
 updates saved at matched accuracy, and one figure per benchmark ``<out>/curves-<benchmark>.png``.
 
-    python -m bimu.active.study run --plan objects-main --out results/objects-ti-study
-    python -m bimu.active.study report --out results/objects-ti-study
+    python scripts/active_study.py run --plan objects-main --out results/objects-ti-study
+    python scripts/active_study.py report --out results/objects-ti-study
 
 >>> job_key({"bench": "objects-ti", "nf": 8192, "strategy": "vr", "threshold": 0.6, "seed": 0})
 'objects-ti|8192|test|-|-|vr|0.6|-|10|0'
@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from bimu.atomic import atomic_path, atomic_write_text
+from bimu.paper import OPENLORIS_TRAIN_EXAMPLES
 
 OD_PRESET = "openloris-8192-imbalanced"
 """The paper's preset for the imbalanced OpenLORIS active-learning experiment."""
@@ -392,9 +393,8 @@ def plot(summary, path, settings=None) -> None:
     plt.close(fig)
 
 
-PAPER_STREAM = 442_194
-"""OpenLORIS-Object's 'total number of training examples' in the paper's appendix (the imbalanced stream's
-length is not stated separately)."""
+PAPER_STREAM = OPENLORIS_TRAIN_EXAMPLES[0]
+"""OpenLORIS-Object's training examples in the paper (:data:`bimu.paper.OPENLORIS_TRAIN_EXAMPLES`)."""
 
 
 def plot_updates(summary, path, settings) -> None:
@@ -498,11 +498,11 @@ def dataset_stats(bench, probe_epochs: int = 30, seed: int = 0) -> dict:
 
 
 def main(argv=None) -> int:
-    """``python -m bimu.active.study {run,report}``."""
-    p = argparse.ArgumentParser(prog="python -m bimu.active.study", description=__doc__.split("\n\n")[0])
+    """``python scripts/active_study.py {run,report,stats}``."""
+    p = argparse.ArgumentParser(prog="python scripts/active_study.py", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run the jobs of one or more plans (skipping finished ones)")
-    r.add_argument("--plan", nargs="+", required=True, help="plan names (see bimu.active.study.plan)")
+    r.add_argument("--plan", nargs="+", required=True, help="plan names (see plan() in scripts/active_study.py)")
     r.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds (default 0 1 2)")
     r.add_argument("--out", required=True, help="output folder (runs.jsonl is appended)")
     q = sub.add_parser("report", help="tables and figure from <out>/runs.jsonl")

@@ -1,0 +1,103 @@
+"""Every ``bimu reproduce`` entry (:data:`ENTRIES`), and :func:`reproduce`, which runs one and writes
+its report.
+
+A run table's entry lists its rows (:mod:`bimu.reproduce.pmnist`, :mod:`bimu.reproduce.features`);
+each row is run into ``OUT/runs/<scale>/<entry>/<row>/`` (one run directory per seed below it), so a
+second invocation reuses every completed run and resumes interrupted ones
+(:mod:`bimu.reproduce.runtable`). Other entries build their own report
+(:mod:`bimu.reproduce.active_learning`, :mod:`bimu.reproduce.figures`). The report is written as
+``OUT/<entry>.md``, ``.csv`` and ``.tex`` (mean ± std over seeds of each quantity, the paper's own number
+in the adjacent column), figures as ``OUT/<entry>-*.png`` and a manifest ``OUT/<entry>.json`` (command,
+seeds, scale, real or stand-in data) from which ``bimu report --results-page`` builds
+``docs/results.md`` (:mod:`bimu.reproduce.results_page`). ``compute-cost`` is not an entry: ``bimu
+reproduce compute-cost`` forwards to its own command.
+
+>>> list(ENTRIES)[:4]
+['memory-footprint', 'memory-window', 'activation', 'pmnist-1000']
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bimu.reproduce import active_learning as al
+from bimu.reproduce.features import rows_bwt, rows_openloris, rows_standardisation
+from bimu.reproduce.figures import accuracy_per_task_figure, learning_rate_map, probability_histograms_figure
+from bimu.reproduce.pmnist import (memory_footprint_report, rows_activation, rows_memory_window, rows_pmnist_1000,
+                                   rows_pmnist_2000)
+from bimu.reproduce.spec import SCALES, Entry, Options
+from bimu.reproduce.table import Table
+
+ENTRIES: dict[str, Entry] = {e.name: e for e in (
+    Entry("memory-footprint", "Training-state memory overhead (784-100-10, 1000 tasks)"),
+    Entry("memory-window", "Memory window ablation (100-task Permuted MNIST, 100 hidden units)",
+          ("Memory window N",), ("acc", "auc", "mmrr"), rows_memory_window, figures=probability_histograms_figure),
+    Entry("activation", "Activation function ablation (100-task Permuted MNIST, 100 hidden units)",
+          ("Method", "Activation"), ("acc", "auc", "mmrr", "one_task"), rows_activation),
+    Entry("pmnist-1000", "Table 1: 1000-task Permuted MNIST (100 hidden units)",
+          ("Method",), ("acc", "auc", "mmrr", "one_task"), rows_pmnist_1000),
+    Entry("pmnist-2000-neurons", "1000-task Permuted MNIST, 2000 hidden units", ("Method",), ("acc", "auc", "mmrr"),
+          rows_pmnist_2000, figures=accuracy_per_task_figure),
+    Entry("bwt", "Backward transfer: 1000-task Permuted MNIST and OpenLORIS-Object (all features)",
+          ("Benchmark", "Method"), ("headline", "mmrr", "bwt"), rows_bwt, figures=accuracy_per_task_figure),
+    Entry("openloris", "Table 2: OpenLORIS-Object, linear head, 1 024 / 8 192 / all features",
+          ("Method", "Features"), ("mean_acc", "auc_alea", "auc_epi"), rows_openloris,
+          figures=accuracy_per_task_figure),
+    Entry("standardisation", "OpenLORIS-Object with standardised 8 192 features",
+          ("Method",), ("mean_acc", "auc_alea", "auc_epi"), rows_standardisation),
+    Entry("animals-al", "Imbalanced Animals active learning: accuracy vs queried fraction",
+          build=al.build_grid("animals-al", "Imbalanced Animals active learning (BiMU): accuracy vs queried fraction",
+                              al.animals_setup, al.rows_animals), repeatable_stream=True),
+    Entry("openloris-al", "Imbalanced OpenLORIS-Object active continual learning: accuracy vs queried fraction",
+          build=al.build_grid("openloris-al", "Imbalanced OpenLORIS-Object active continual learning (BiMU): "
+                              "accuracy vs queried fraction", al.objects_setup, al.rows_openloris_al),
+          repeatable_stream=True),
+    Entry("vr-samples", "Number of VR predictors K", build=al.build_vr_samples, repeatable_stream=True),
+    Entry("budget-controller", "Budget-driven adaptive VR thresholding", build=al.build_budget,
+          repeatable_stream=True),
+    Entry("query-dynamics", "Temporal distribution of VR updates", build=al.build_query_dynamics,
+          repeatable_stream=True),
+    Entry("learning-rate-map", "BiMU learning-rate colour map", build=learning_rate_map),
+)}
+"""``bimu reproduce NAME`` -> its entry, in the order ``bimu reproduce --help`` lists them."""
+
+
+def entry_of(name: str) -> Entry:
+    """The entry ``name``; ValueError listing the known ones."""
+    if name not in ENTRIES:
+        raise ValueError(f"unknown reproduction {name!r}; known: {sorted(ENTRIES)}")
+    return ENTRIES[name]
+
+
+def reproduce(name: str, opts: Options, log=None) -> tuple[Table, dict[str, Path], int]:
+    """Run (or reuse) the runs of entry ``name`` and write its report (tables, figures and the manifest
+    ``OUT/NAME.json`` read by the results page); returns ``(table, paths, exit code)``."""
+    from bimu.experiments.parallel import check_jobs
+    from bimu.reproduce.results_page import write_manifest
+    from bimu.reproduce.runtable import run_rows, run_table
+
+    entry = entry_of(name)
+    if opts.scale not in SCALES:
+        raise ValueError(f"--scale must be one of {SCALES}, got {opts.scale!r}")
+    check_jobs(opts.jobs)
+    if opts.stream_repeats != 1 and not entry.repeatable_stream:
+        raise ValueError(f"--stream-repeats applies to the active-learning entries "
+                         f"({', '.join(sorted(e for e in ENTRIES if ENTRIES[e].repeatable_stream))}), not {name!r}")
+    benchmarks: list[str] = []
+    figures: list[Path] = []
+    if entry.build is not None:
+        rep = entry.build(opts, log)
+        table, code, figures, benchmarks = rep.table, rep.code, list(rep.figures), list(rep.benchmarks)
+    elif entry.rows is None:
+        table, code = memory_footprint_report(opts, entry.title), 0
+    else:
+        rows, summaries, code = run_rows(entry, opts, log=log)
+        table = run_table(entry, opts, rows, summaries)
+        benchmarks = sorted({r.config.benchmark for r in rows if r.config is not None})
+        if entry.figures is not None:
+            figures = list(entry.figures(entry, opts, rows, summaries))
+    paths = table.write(opts.out, name)
+    for f in figures:
+        paths[Path(f).stem] = Path(f)
+    paths["manifest"] = write_manifest(opts, entry, table, paths, benchmarks, code)
+    return table, paths, code

@@ -1,0 +1,105 @@
+"""The OpenLORIS-Object tables of ``bimu reproduce``: ``openloris`` (Table 2), ``standardisation`` and
+``bwt`` (backward transfer on 1000-task Permuted MNIST and on OpenLORIS-Object).
+
+The OpenLORIS rows run on the offline stand-in ``objects-ti`` (Tiny-ImageNet objects under synthetic
+nuisance factors, :mod:`bimu.data.feature_benchmarks`) unless ``--benchmark openloris`` is given and the
+real data are present; their reports say "stand-in" in the title. The stand-in's backbone gives 11,520
+features where the paper's VGG19 gives 25,088: the "full" rows use all of them.
+
+>>> feature_benchmark(Options()), feature_benchmark(Options(benchmark="openloris"))
+('objects-ti', 'openloris')
+"""
+
+from __future__ import annotations
+
+from bimu import paper
+from bimu.experiments.config import RunConfig
+from bimu.reproduce.pmnist import QUICK_METHODS, rows_pmnist_1000
+from bimu.reproduce.spec import Options, Row, is_standin, share_runs
+
+ALL_FEATURES_NOTE = ("'full' / 'all' features: all of the benchmark's backbone features (25 088 VGG19 features in "
+                     "the paper; 11 520 EfficientNet-Lite0 features on the stand-in objects-ti)")
+"""Note of the all-features rows."""
+
+STANDARDISED_NOTE = ("hyperparameters: each method's openloris-8192-std preset (the paper's table hpo-openloris-std, "
+                     "tuned on standardised features)")
+"""Note of the standardisation table."""
+
+FEATURES = (1024, 8192, None)
+"""Feature counts of Table 2 (``None``: all the backbone's features: 25,088 for VGG19)."""
+
+
+def feature_benchmark(opts: Options) -> str:
+    """The benchmark of the OpenLORIS entries: ``--benchmark`` or the stand-in ``objects-ti``."""
+    return opts.benchmark or "objects-ti"
+
+
+def _fmt_features(n) -> str:
+    return "full" if n is None else f"{n:,}".replace(",", " ")
+
+
+def _preset(method: str, key: str) -> str:
+    from bimu.methods import get_method
+
+    return key if key in get_method(method).presets else "none"
+
+
+def feature_config(opts: Options, method: str, n_features: int | None, preset_key: str, **options) -> RunConfig:
+    """A linear-head run on the OpenLORIS benchmark (all 12 tasks; quick: 2 tasks of 60 examples)."""
+    quick = opts.scale == "quick"
+    bench = feature_benchmark(opts)
+    return RunConfig.from_dict(dict(
+        benchmark=bench, method=method, hidden=(), seeds=opts.seeds, tasks=2 if quick else None,
+        preset=_preset(method, preset_key), engine=opts.engine, threads=opts.threads, data_dir=opts.data_dir,
+        ood=True, ood_every=0, ood_scores=("epistemic", "aleatoric"), train_limit=60 if quick else None,
+        benchmark_options={"n_features": n_features, **options}))
+
+
+def rows_bwt(opts: Options) -> list[Row]:
+    """BWT needs the whole final row of the accuracy matrix: 1000-task Permuted MNIST (binary methods,
+    the runs of ``pmnist-1000``, which evaluate every task at the end), then OpenLORIS with all features
+    (eight methods)."""
+    quick = opts.scale == "quick"
+    table1 = rows_pmnist_1000(opts)
+    rows = []
+    for m in (QUICK_METHODS[:1] if quick else paper.BWT_PMNIST):
+        cells = paper.cells(paper.BWT_PMNIST[m])
+        cfg = next(r.config for r in table1 if r.slug == m)
+        rows.append(Row(["Permuted MNIST (1000 tasks)", paper.METHOD_NAMES[m]], f"pmnist-{m}", cfg,
+                        {"headline": cells["acc"], "mmrr": cells["mmrr"], "bwt": cells["bwt"]}))
+    share_runs(rows, "pmnist-1000", table1)
+    bench = feature_benchmark(opts)
+    n = 1024 if quick else None
+    label = (f"OpenLORIS ({'all' if n is None else _fmt_features(n)} features)"
+             + (f" [stand-in: {bench}]" if is_standin(bench) else ""))
+    for m in (QUICK_METHODS if quick else paper.METHOD_ORDER):
+        cells = paper.cells(paper.BWT_OPENLORIS[m])
+        cfg = feature_config(opts, m, n, "openloris-25088").replace(ood=False)
+        rows.append(Row([label, paper.METHOD_NAMES[m]], f"{bench}-{m}", cfg,
+                        {"headline": cells["mean_acc"], "bwt": cells["bwt"]},
+                        note=ALL_FEATURES_NOTE if n is None and m == "bimu" else ""))
+    return rows
+
+
+def rows_openloris(opts: Options) -> list[Row]:
+    """Table 2: each method with 1,024 / 8,192 / all features (quick: BiMU and SGD, 1,024 features)."""
+    quick = opts.scale == "quick"
+    rows = []
+    for m in (QUICK_METHODS if quick else paper.METHOD_ORDER):
+        for n in ((1024,) if quick else FEATURES):
+            rows.append(Row([paper.METHOD_NAMES[m], _fmt_features(n)], f"{m}-{n or 'full'}",
+                            feature_config(opts, m, n, f"openloris-{25088 if n is None else n}"),
+                            paper.cells(paper.OPENLORIS[(m, 25088 if n is None else n)]),
+                            note=ALL_FEATURES_NOTE if n is None and not rows[3:] else ""))
+    return rows
+
+
+def rows_standardisation(opts: Options) -> list[Row]:
+    """The standardisation appendix: 8,192 features standardised with the training data's statistics
+    (the paper's offline control), each method with its ``openloris-8192-std`` preset (quick: BiMU, SGD)."""
+    quick = opts.scale == "quick"
+    methods = QUICK_METHODS if quick else tuple(paper.STANDARDISED)
+    return [Row([paper.METHOD_NAMES[m]], m, feature_config(opts, m, 1024 if quick else 8192, "openloris-8192-std",
+                                                           standardize=True),
+                paper.cells(paper.STANDARDISED[m]), note=STANDARDISED_NOTE if m == "bimu" else "")
+            for m in methods]

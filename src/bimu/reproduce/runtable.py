@@ -1,0 +1,152 @@
+"""The run tables of ``bimu reproduce``: every (row, seed) run as a job, then mean ± std over seeds.
+
+:func:`run_rows` runs (or reuses) each row's runs with :func:`~bimu.experiments.runner.run_experiment`,
+side by side with ``--jobs N`` (:mod:`bimu.experiments.parallel`); :func:`run_table` puts each
+quantity's mean ± std over seeds beside the paper's number, marking gaps beyond
+:data:`~bimu.reproduce.gaps.GAP_SD` standard deviations with their explanation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from bimu.experiments.config import RunConfig
+from bimu.reproduce.spec import (QUANTITIES, Entry, Options, Row, data_status, is_standin, row_dir, rows_note,
+                                 selected_rows)
+from bimu.reproduce.table import Table
+
+
+def run_rows(entry: Entry, opts: Options, log=None) -> tuple[list[Row], dict[str, list[dict]], int]:
+    """Run (or reuse) every applicable row, one job per (row, seed) side by side with ``opts.jobs``
+    processes (:func:`~bimu.experiments.parallel.run_jobs`); returns ``(rows, summaries by row slug,
+    exit code)``. Every configuration is checked first (clear errors before any training); a failing
+    job leaves its ``error.txt`` and the others complete."""
+    from bimu.experiments.parallel import Job, run_jobs
+    from bimu.experiments.runner import preflight
+
+    rows = entry.rows(opts)
+    chosen = selected_rows(opts, entry.name, [r.slug for r in rows])
+    jobs = []
+    for row in rows:
+        if row.config is None or row.slug not in chosen:
+            continue
+        cfg = row.config.replace(out=str(row_dir(opts, entry.name, row)))
+        preflight(cfg)
+        for seed in cfg.seeds:
+            jobs.append(Job(f"{row.slug}/seed-{seed}", run_config_job,
+                            (cfg.replace(seeds=[seed]).to_dict(), opts.progress, benchmark_module(cfg.benchmark))))
+    if opts.jobs == 1:  # in this process: keep the caller's log
+        jobs = [Job(j.key, run_config_job, (*j.args, log)) for j in jobs]
+    codes = run_jobs(jobs, opts.jobs, log=log)
+    summaries = {row.slug: read_summaries(row.config.replace(out=str(row_dir(opts, entry.name, row))))
+                 for row in rows if row.config is not None}
+    return rows, summaries, max(codes.values(), default=0)
+
+
+def benchmark_module(benchmark: str) -> str:
+    """The module whose import registers ``benchmark`` (a job process imports it first)."""
+    from bimu.data.benchmarks import benchmark_entry
+
+    factory = benchmark_entry(benchmark).factory
+    return getattr(factory, "__module__", None) or "bimu.data.benchmarks"
+
+
+def run_config_job(config: dict, progress=False, module: str | None = None, log=None) -> int:
+    """One job of :func:`run_rows`: import ``module`` (registers the benchmark), then
+    :func:`~bimu.experiments.runner.run_experiment` on ``config`` (a dict); returns its exit code."""
+    import importlib
+
+    from bimu.experiments.runner import run_experiment
+
+    if module:
+        importlib.import_module(module)
+    return run_experiment(RunConfig.from_dict(config), progress=progress, log=log)[1]
+
+
+def read_summaries(cfg: RunConfig) -> list[dict]:
+    """The complete seeds' ``summary.json`` of ``cfg`` (its accuracy matrix under ``_R``), seed order."""
+    from bimu.rundir import SUMMARY, RunDir, seed_dir
+
+    out = []
+    for seed in cfg.seeds:
+        rd = RunDir(seed_dir(cfg.out, cfg.benchmark, cfg.method, seed))
+        if rd.exists(SUMMARY):
+            summ = rd.read_json(SUMMARY)
+            if summ.get("complete"):
+                out.append(dict(summ, _R=rd.read_matrix(), _dir=str(rd.path)))
+    return out
+
+
+def run_table(entry: Entry, opts: Options, rows: Sequence[Row], summaries: dict[str, list[dict]]) -> Table:
+    """The table of ``entry``: label cells, then for each quantity mean ± std over seeds and the paper's."""
+    from bimu.reproduce.gaps import GAP_SD, explanation, gap_sd, parse_reported
+    from bimu.report.tables import fmt_pm
+
+    header = list(entry.label_headers)
+    for q in entry.quantities:
+        header += [QUANTITIES[q][0], "Paper"]
+    header.append("Seeds")
+    out_rows, notes, gap_notes = [], [], []
+    for row in rows:
+        cells = list(row.labels)
+        summ = summaries.get(row.slug, [])
+        judged = opts.scale == "full" and row.config is not None and not is_standin(row.config.benchmark)
+        for q in entry.quantities:
+            name, get, scale, digits = QUANTITIES[q]
+            if row.config is None:
+                cells.append("n/a")
+            elif q == "mmrr":
+                cells.append(seed_averaged_mmrr(summ))
+            else:
+                values = [get(s) for s in summ]
+                cell = fmt_pm(values, scale, digits)
+                paper = parse_reported(row.paper.get(q, "-"))
+                gap = gap_sd([v * scale for v in values if isinstance(v, (int, float))], paper) if judged and paper else None
+                if gap is not None and gap > GAP_SD:
+                    gap_notes.append(f"† {' '.join(row.labels)}, {name}: {cell} against the paper's "
+                                     f"{row.paper[q]} ({gap:.1f} sd): {explanation(entry.name, row.slug, q)}")
+                    cell += " †"
+                cells.append(cell)
+            cells.append(row.paper.get(q, "-"))
+        cells.append("n/a" if row.config is None else (",".join(str(s.get("seed")) for s in summ) or "-"))
+        out_rows.append(cells)
+        if row.note and row.note not in notes:  # rows that share a note (a switch's rows) state it once
+            notes.append(row.note)
+    standins = sorted({r.config.benchmark for r in rows if r.config is not None and is_standin(r.config.benchmark)})
+    for b in standins:
+        notes.append(f"STAND-IN: runs on {b} ({data_status(b)}), an offline substitute built from "
+                     "Tiny-ImageNet; its numbers are not the paper's data set")
+    if opts.scale == "quick":
+        notes.append("quick scale: 2 tasks on a few hundred examples; numbers are a smoke test, "
+                     "not comparable with the paper's")
+    notes += rows_note(opts, [r.slug for r in rows if r.config is not None])
+    if gap_notes:
+        notes.append(f"† more than {GAP_SD:g} standard deviations from the paper (sd of the difference of "
+                     "the means, from the paper's ± and our seeds'):")
+        notes += gap_notes
+    benches = {r.config.benchmark for r in rows if r.config is not None}
+    ood = "Fashion-MNIST" if benches <= {"pmnist"} else "the held-out OOD class" if "pmnist" not in benches \
+        else "Fashion-MNIST (Permuted MNIST) or the held-out OOD class (feature benchmarks)"
+    notes.append(f"runs under {Path(opts.out) / 'runs' / opts.scale / entry.name}; mean ± std over seeds "
+                 f"(sample std); OOD AUC is the epistemic score vs {ood} "
+                 "(aleatoric for deterministic methods); MMRR (one number, as in the "
+                 "paper) is computed from the seed-averaged accuracy matrices")
+    title = entry.title + "".join(f" [stand-in: {b}]" for b in standins)
+    return Table(title + ("" if opts.scale == "full" else " [quick]"), header, out_rows, notes)
+
+
+def seed_averaged_mmrr(summaries: Sequence[dict]) -> str:
+    """MMRR as the paper reports it (one number): from the seed-averaged accuracy matrices
+    (:func:`~bimu.metrics.mmrr_seed_averaged`); ``-`` without complete runs."""
+    import numpy as np
+
+    from bimu.metrics import mmrr_seed_averaged
+
+    mats = [np.asarray(s["_R"], dtype=float) for s in summaries if s.get("_R") is not None]
+    if not mats or len({m.shape for m in mats}) != 1:
+        return "-"
+    try:
+        return f"{mmrr_seed_averaged(mats):.2f}"
+    except ValueError:
+        return "-"
