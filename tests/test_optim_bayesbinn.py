@@ -108,17 +108,19 @@ def test_mu_gradient_by_hand():
 
 def test_optimizer_step_prior_reset_and_state():
     p = torch.nn.Parameter(torch.tensor([1.0, -1.0]))
-    opt = BayesBiNN([p], lr=0.5, prior_strength=0.2)
-    p.grad = torch.tensor([1.0, 1.0])
+    opt = BayesBiNN([p], lr=0.5, prior_strength=0.2, ratio_eps=0.0)
+    p.grad = torch.tensor([1.0, 1.0])  # dL/dlambda of a parameter no layer samples: g_mu = dL/dlambda cosh^2
     opt.step()
-    # lambda - 0.5 (g + 0.2 (lambda - 0))
-    assert p.detach().tolist() == pytest.approx([1.0 - 0.5 * 1.2, -1.0 - 0.5 * 0.8])
+    # lambda - 0.5 (g cosh^2(lambda) + 0.2 (lambda - 0))
+    c2 = math.cosh(1.0) ** 2
+    assert p.detach().tolist() == pytest.approx([1.0 - 0.5 * (c2 + 0.2), -1.0 - 0.5 * (c2 - 0.2)])
     opt.reset_prior()
     assert torch.equal(opt.state[p]["prior"], p.detach())
     saved = opt.state_dict()
     q = torch.nn.Parameter(p.detach().clone())
     opt2 = BayesBiNN([q], lr=0.5, prior_strength=0.2)
     opt2.load_state_dict(saved)
+    assert opt2.param_groups[0]["ratio_eps"] == 0.0
     assert torch.equal(opt2.state[q]["prior"], p.detach())
     p.grad = None  # no gradient: unchanged
     before = p.detach().clone()
@@ -128,7 +130,9 @@ def test_optimizer_step_prior_reset_and_state():
 
 @pytest.mark.parametrize("kwargs, name", [(dict(lr=0.0), "lr"), (dict(lr=-1.0), "lr"),
                                           (dict(prior_strength=-1e-3), "prior_strength"),
-                                          (dict(prior=math.nan), "prior"), (dict(lr="x"), "lr")])
+                                          (dict(prior=math.nan), "prior"), (dict(lr="x"), "lr"),
+                                          (dict(ratio_eps=-1.0), "ratio_eps"),
+                                          (dict(prior=torch.zeros(3)), "does not broadcast")])
 def test_validation_names_parameter(kwargs, name):
     with pytest.raises(ValueError, match=name):
         BayesBiNN([torch.nn.Parameter(torch.zeros(2))], **kwargs)
