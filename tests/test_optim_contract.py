@@ -77,12 +77,16 @@ def _data(n=20, d=6, c=3):
     return torch.randn(n, d, generator=g), torch.randint(0, c, (n,), generator=g)
 
 
-@pytest.mark.parametrize("name", list(CASES))
-def test_state_dict_into_fresh_optimizer_continues_bit_identically(name):
-    make_model, make_opt, make_fresh, loss_fn = CASES[name]
+def _start(name):
+    """The case's pieces, the data and a first model (from a fixed seed)."""
     x, y = _data()
     torch.manual_seed(0)
-    a = make_model()
+    return (*CASES[name], x, y, CASES[name][0]())
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_state_dict_into_fresh_optimizer_continues_bit_identically(name):
+    make_model, make_opt, make_fresh, loss_fn, x, y, a = _start(name)
     opt_a = make_opt(a)
     gen_a = torch.Generator().manual_seed(1)
     reset = (lambda i, opt: opt.reset_prior() if i == 3 else None) if name == "bayesbinn" else None
@@ -169,10 +173,7 @@ def test_mesu_and_adam_add_param_group():
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_step_takes_a_closure(name):
-    make_model, make_opt, _, loss_fn = CASES[name]
-    x, y = _data()
-    torch.manual_seed(0)
-    a = make_model()
+    make_model, make_opt, _, loss_fn, x, y, a = _start(name)
     b = make_model()
     b.load_state_dict(a.state_dict())
     opt_a, opt_b = make_opt(a), make_opt(b)

@@ -1,11 +1,12 @@
 """MESU update rule against hand computations."""
 
+import copy
 import math
 
 import pytest
 import torch
 
-from bimu.nn import pair_gaussian
+from bimu.nn import GaussianMLP, pair_gaussian
 from bimu.optim.mesu import MESU, mesu_update_
 
 
@@ -65,3 +66,21 @@ def test_optimizer_pairs_ordinary_parameters_and_validation():
         MESU([{"params": [mu]}, {"params": [sigma]}])
     with pytest.raises(ValueError, match="one shape"):
         pair_gaussian(mu, torch.nn.Parameter(torch.zeros(2)))
+
+
+def test_optimizer_takes_a_models_ordinary_parameters():
+    net = GaussianMLP([4, 3, 2])
+    opt = MESU(net.parameters(), lr_mu=0.7, lr_sigma=0.4, sigma_prior=0.3, memory_window=50.0, clamp_grad=0.5)
+    logits = net(torch.randn(2, 4), n_samples=3, generator=torch.Generator().manual_seed(0))
+    logits.logsumexp(-1).mean().backward()
+    expected = []
+    for mu, sigma in net.pairs():  # the same step by the functional kernel, pair by pair
+        m, s = mu.detach().clone(), sigma.detach().clone()
+        mesu_update_(m, s, mu.grad, sigma.grad, lr_mu=0.7, lr_sigma=0.4, sigma_prior=0.3, memory_window=50.0,
+                     clamp_grad=0.5)
+        expected += [m, s]
+    opt.step()
+    for p, e in zip((p for pair in net.pairs() for p in pair), expected):
+        assert torch.equal(p.detach(), e)
+    copied = copy.deepcopy(net)  # a copy's new parameters are paired again
+    assert MESU(copied.parameters()).param_groups[0]["mu_sigma"] == opt.param_groups[0]["mu_sigma"]
