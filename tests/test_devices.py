@@ -124,6 +124,10 @@ def test_layers_draw_from_a_generator_on_another_device():
         on_cuda = net(x.cuda(), n_samples=2, generator=torch.Generator().manual_seed(0))
         assert on_cuda.device.type == "cuda"
         assert torch.allclose(on_cuda.cpu(), reference, atol=1e-5)
+    cpu_layer, cuda_layer = BinaryBayesianMLP([6, 3]), BinaryBayesianMLP([6, 3]).cuda()
+    cpu_layer.layers[0].reset_parameters(torch.Generator().manual_seed(4))
+    cuda_layer.layers[0].reset_parameters(torch.Generator().manual_seed(4))  # drawn on the CPU, copied
+    assert torch.equal(cuda_layer.layers[0].lam.cpu(), cpu_layer.layers[0].lam)
 
 
 @CUDA

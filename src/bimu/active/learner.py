@@ -135,9 +135,10 @@ class ActiveLearner:
     """Streaming active learner around any :class:`~bimu.methods.base.OnlineMethod`.
 
     - ``predict_one(x[1, D], y=None) -> (prediction, ask)``: ``K`` hard-sample forward passes through
-      ``method.predict_proba(x, n_samples=K)`` (with the learner's own query generator, on the method's
-      device and following it there, so evaluation draws never change the stream); if not asked, ``method.observe_unlabelled(1)`` (no label, no
-      backward pass, no weight write). ``y`` is required only by the oracle ``vr-true``.
+      ``method.predict_proba(x, n_samples=K)`` (with the learner's own query generator, which follows
+      the method's device, so evaluation draws never change the stream); if not asked,
+      ``method.observe_unlabelled(1)`` (no label, no backward pass, no weight write). ``y`` is
+      required only by the oracle ``vr-true``.
     - ``learn_one(x, y)``: ``method.learn`` on the labelled example (one label, one backward pass,
       one weight write). Call it only after ``predict_one`` asked, or without ``predict_one`` at all
       (full-stream training).

@@ -274,7 +274,8 @@ class OnlineMethod(abc.ABC):
         depend on the device type); on its own device it is kept as it is.
         """
         device = torch.device(device)
-        self._move_modules(device)
+        if not same_device(self.device, device):
+            self._move_modules(device)
         self.train_generator = generator_on(self.train_generator, device)
         self.eval_generator = generator_on(self.eval_generator, device)
         return self

@@ -12,8 +12,8 @@ turn ``lambda`` into weights:
 Without an explicit ``mode`` a layer samples as its module mode says: ``"relaxed"`` after
 ``.train()`` (the default), ``"hard"`` after ``.eval()``.
 
-Relaxed samples for an optimizer: BayesBiNN's estimator needs, besides ``dL/dlambda``, each relaxed
-sample ``w_k``, its noise ``delta_k`` and ``dL/dw_k``. An optimizer asks for them with
+Relaxed samples for an optimizer: BayesBiNN's estimator needs, besides ``dL/dlambda``, the noise
+``delta_k`` of each relaxed sample and ``dL/dw_k``. An optimizer asks for them with
 :func:`keep_relaxed_samples`; the layer then records every relaxed forward that autograd tracks (a
 :class:`RelaxedSample`, whose ``grad`` the backward pass fills) until the optimizer takes them with
 :func:`take_relaxed_samples`. Records of an older ``lambda`` (changed in place since) are dropped at
@@ -43,6 +43,8 @@ import torch
 from torch import nn
 from torch.utils.weak import WeakTensorKeyDictionary
 
+from bimu.nn.real_mlp import fill_uniform_
+
 SAMPLING_MODES = ("relaxed", "hard", "mode", "mean")
 
 UNIFORM_EPS = 1e-10
@@ -54,18 +56,18 @@ def relaxed_noise(u: torch.Tensor) -> torch.Tensor:
 
 
 class RelaxedSample:
-    """One relaxed forward of a :class:`BernoulliLinear` kept for an optimizer.
+    """One relaxed forward of a :class:`BernoulliLinear`, kept for an optimizer.
 
-    ``weight`` (``w_k``, detached) and ``noise`` (``delta_k``) are ``[K, out, in]``; ``temperature`` is
-    the layer's ``T``; ``version`` is ``lambda._version`` when the sample was drawn; ``grad`` is
-    ``dL/dw_k`` once a backward pass went through the sample (summed over backward passes), else
-    ``None``.
+    ``noise`` is ``delta_k`` ``[K, out, in]`` (the weights were ``w_k = tanh((lambda + delta_k) / T)``);
+    ``temperature`` is the layer's ``T``; ``version`` is ``lambda._version`` when the sample was drawn;
+    ``grad`` is ``dL/dw_k`` once a backward pass went through the sample (summed over backward passes),
+    else ``None``.
     """
 
-    __slots__ = ("weight", "noise", "temperature", "version", "grad")
+    __slots__ = ("noise", "temperature", "version", "grad")
 
-    def __init__(self, weight: torch.Tensor, noise: torch.Tensor, temperature: float, version: int):
-        self.weight, self.noise, self.temperature, self.version = weight, noise, temperature, version
+    def __init__(self, noise: torch.Tensor, temperature: float, version: int):
+        self.noise, self.temperature, self.version = noise, temperature, version
         self.grad = None
 
     def _add_grad(self, grad: torch.Tensor) -> None:
@@ -96,7 +98,7 @@ def _record(lam: torch.Tensor, weight: torch.Tensor, noise: torch.Tensor, temper
     if kept is None or not weight.requires_grad:
         return
     kept[:] = [s for s in kept if s.version == lam._version]
-    sample = RelaxedSample(weight.detach(), noise, temperature, lam._version)
+    sample = RelaxedSample(noise, temperature, lam._version)
     weight.register_hook(sample._add_grad)
     kept.append(sample)
 
@@ -130,8 +132,7 @@ class BernoulliLinear(nn.Module):
     def reset_parameters(self, generator: torch.Generator | None = None) -> None:
         """Re-draw ``lam ~ U(-1/sqrt(in), 1/sqrt(in))``."""
         bound = 1.0 / math.sqrt(self.in_features)
-        with torch.no_grad():
-            self.lam.uniform_(-bound, bound, generator=generator)
+        fill_uniform_(self.lam, bound, generator)
 
     def _uniforms(self, n_samples, generator, uniforms):
         shape = (n_samples, self.out_features, self.in_features)

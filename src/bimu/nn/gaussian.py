@@ -29,7 +29,7 @@ from torch import nn
 from torch.utils.weak import WeakTensorKeyDictionary
 
 from bimu.nn.activations import check_activation, hidden_activation
-from bimu.nn.real_mlp import check_sizes
+from bimu.nn.real_mlp import check_sizes, fill_uniform_
 
 GAUSSIAN_MODES = ("sample", "mean")
 
@@ -113,8 +113,8 @@ class GaussianLinear(nn.Module):
         bound = self.mu_init_scale / math.sqrt(self.in_features)
         sigma0 = self.sigma_init_scale / math.sqrt(self.in_features)
         with torch.no_grad():
-            self.mu_weight.uniform_(-bound, bound, generator=generator)
-            self.mu_bias.uniform_(-bound, bound, generator=generator)
+            fill_uniform_(self.mu_weight, bound, generator)
+            fill_uniform_(self.mu_bias, bound, generator)
             self.sigma_weight.fill_(sigma0)
             self.sigma_bias.fill_(sigma0)
 
