@@ -3,6 +3,7 @@ add_param_group with its own hyperparameters, closures, validated groups."""
 
 from __future__ import annotations
 
+import copy
 import io
 
 import pytest
@@ -142,6 +143,9 @@ def test_bimu_add_param_group_with_its_own_prior_and_hyperparameters():
     with pytest.raises(ValueError, match="does not broadcast"):
         opt.add_param_group({"params": [torch.nn.Parameter(torch.zeros(3))], "prior": torch.zeros(2)})
     assert len(opt.param_groups) == 3  # a refused group is not kept
+    copied = copy.deepcopy(opt)  # a copied (or unpickled) optimizer takes new groups as well
+    copied.add_param_group({"params": [torch.nn.Parameter(torch.zeros(1))], "prior": 1.0})
+    assert len(copied.param_groups) == 4
 
 
 def test_bayesbinn_add_param_group_with_its_own_prior():

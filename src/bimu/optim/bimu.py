@@ -96,6 +96,8 @@ class BiMU(BimuOptimizer):
     (1, 1, True)
     """
 
+    _spread_prior = False  # only while the constructor hands out one prior tensor per parameter
+
     def __init__(
         self,
         params: Iterable,
@@ -118,7 +120,8 @@ class BiMU(BimuOptimizer):
         if self._spread_prior and self._pending_priors:
             raise ValueError(f"prior must give one tensor per parameter, got {len(self._pending_priors)} "
                              f"more than the parameters")
-        self._spread_prior = False
+        del self._spread_prior  # the class default (False) again
+        self.__dict__.pop("_pending_priors", None)
         self.defaults["prior"] = 0.0 if defaults["prior"] is None else defaults["prior"]
         first = self.param_groups[0]["params"][0]
         self.state[first].setdefault("examples_seen", 0)
