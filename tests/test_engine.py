@@ -11,11 +11,9 @@ import torch
 import bimu.engine as engine
 from bimu.engine import create_fused, supports
 from bimu.engine.fused import FusedBayesBiNN, FusedBiMU
-from bimu.methods.bayesbinn import BayesBiNNMethod, forward_with_weights
+from bimu.methods.bayesbinn import BayesBiNNMethod
 from bimu.methods.bimu import BiMUMethod, mc_nll
 from bimu.nn.mlp import BinaryBayesianMLP
-from bimu.nn.bernoulli import relaxed_noise
-from bimu.optim.bayesbinn import bayesbinn_mu_gradient
 from bimu.optim.bimu import BiMU
 from bimu.uncertainty import expected_entropy, mutual_information, predictive_entropy, vote_counts
 
@@ -185,21 +183,16 @@ def test_bayesbinn_matches_torch_method_with_same_uniforms(batch, prior_directio
     t = BayesBiNNMethod(SIZES, seed=4, **BayesBiNNMethod.resolve_hyperparameters(hp))
     for a, p in zip(m.layer_lambdas(), t.model.parameters()):
         assert np.array_equal(a, p.detach().numpy())
-    lams = [layer.lam for layer in t.model.layers]
     for j in range(len(X) // batch):
         if j == 5:  # a task boundary: the prior term (pull towards the old posterior) becomes active
             m.task_end()
             t.task_end()
         us = [torch.from_numpy(u).float() for u in m.train_uniforms(j)]
-        deltas = [relaxed_noise(u) for u in us]
-        ws = [torch.tanh(lam.detach() + d).requires_grad_(True) for lam, d in zip(lams, deltas)]
         x = torch.from_numpy(X[j * batch:(j + 1) * batch])
         y = torch.from_numpy(Y[j * batch:(j + 1) * batch])
-        loss = mc_nll(forward_with_weights(t.model, x, ws), y) * (m.K / batch)
-        for lam, g, d in zip(lams, torch.autograd.grad(loss, ws), deltas):
-            lam.grad = bayesbinn_mu_gradient(g, lam.detach(), d, ratio_eps=ratio_eps)
+        t.optimizer.zero_grad(set_to_none=True)  # the optimizer forms the mu-gradient from dL/dlambda
+        (mc_nll(t.model(x, n_samples=m.K, mode="relaxed", uniforms=us), y) * (m.K / batch)).backward()
         t.optimizer.step()
-        t.optimizer.zero_grad(set_to_none=True)
         if batch == 1:
             m.learn_many(X[j:j + 1], Y[j:j + 1])
         else:

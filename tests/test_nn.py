@@ -65,6 +65,25 @@ def test_sampling_modes_and_shapes():
     assert layer(x3, mode="hard").shape == (4, 6, 2)
 
 
+def test_train_and_eval_choose_relaxed_and_hard_sampling():
+    net = BinaryBayesianMLP([5, 4, 3])
+    x = torch.randn(2, 5)
+
+    def run(**kw):
+        return net(x, n_samples=3, generator=torch.Generator().manual_seed(0), **kw)
+
+    relaxed, hard = run(mode="relaxed"), run(mode="hard")
+    assert net.training and torch.equal(run(), relaxed)
+    net.eval()
+    assert torch.equal(run(), hard)
+    assert torch.equal(run(mode="relaxed"), relaxed)  # an explicit mode overrides the module mode
+    layer = net.layers[0]
+    assert set(layer.sample_weights(2).unique().tolist()) <= {-1.0, 1.0}
+    layer.train()
+    w = layer.sample_weights(2)
+    assert w.requires_grad and (w.abs() < 1).all()
+
+
 def test_generator_makes_draws_reproducible():
     layer = BernoulliLinear(10, 4)
     a = layer.sample_weights(3, "relaxed", generator=torch.Generator().manual_seed(7))

@@ -1,10 +1,13 @@
 """BayesBiNN update rule and mu-gradient estimator against hand computations."""
 
+import copy
 import math
 
 import pytest
 import torch
 
+from bimu.nn import BernoulliLinear
+from bimu.nn.bernoulli import take_relaxed_samples
 from bimu.optim.bayesbinn import (
     BayesBiNN,
     bayesbinn_mu_gradient,
@@ -108,17 +111,19 @@ def test_mu_gradient_by_hand():
 
 def test_optimizer_step_prior_reset_and_state():
     p = torch.nn.Parameter(torch.tensor([1.0, -1.0]))
-    opt = BayesBiNN([p], lr=0.5, prior_strength=0.2)
-    p.grad = torch.tensor([1.0, 1.0])
+    opt = BayesBiNN([p], lr=0.5, prior_strength=0.2, ratio_eps=0.0)
+    p.grad = torch.tensor([1.0, 1.0])  # dL/dlambda of a parameter no layer samples: g_mu = dL/dlambda cosh^2
     opt.step()
-    # lambda - 0.5 (g + 0.2 (lambda - 0))
-    assert p.detach().tolist() == pytest.approx([1.0 - 0.5 * 1.2, -1.0 - 0.5 * 0.8])
+    # lambda - 0.5 (g cosh^2(lambda) + 0.2 (lambda - 0))
+    c2 = math.cosh(1.0) ** 2
+    assert p.detach().tolist() == pytest.approx([1.0 - 0.5 * (c2 + 0.2), -1.0 - 0.5 * (c2 - 0.2)])
     opt.reset_prior()
     assert torch.equal(opt.state[p]["prior"], p.detach())
     saved = opt.state_dict()
     q = torch.nn.Parameter(p.detach().clone())
     opt2 = BayesBiNN([q], lr=0.5, prior_strength=0.2)
     opt2.load_state_dict(saved)
+    assert opt2.param_groups[0]["ratio_eps"] == 0.0
     assert torch.equal(opt2.state[q]["prior"], p.detach())
     p.grad = None  # no gradient: unchanged
     before = p.detach().clone()
@@ -128,7 +133,104 @@ def test_optimizer_step_prior_reset_and_state():
 
 @pytest.mark.parametrize("kwargs, name", [(dict(lr=0.0), "lr"), (dict(lr=-1.0), "lr"),
                                           (dict(prior_strength=-1e-3), "prior_strength"),
-                                          (dict(prior=math.nan), "prior"), (dict(lr="x"), "lr")])
+                                          (dict(prior=math.nan), "prior"), (dict(lr="x"), "lr"),
+                                          (dict(ratio_eps=-1.0), "ratio_eps"),
+                                          (dict(prior=torch.zeros(3)), "does not broadcast")])
 def test_validation_names_parameter(kwargs, name):
     with pytest.raises(ValueError, match=name):
         BayesBiNN([torch.nn.Parameter(torch.zeros(2))], **kwargs)
+
+
+def _tiny_layer(temperature=0.7):
+    layer = BernoulliLinear(2, 3, temperature=temperature).double()
+    with torch.no_grad():
+        layer.lam.copy_(torch.tensor([[0.3, -0.8], [1.2, 0.0], [-2.0, 0.5]], dtype=torch.float64))
+    return layer
+
+
+TINY_X = torch.tensor([[1.0, -2.0], [0.5, 3.0]], dtype=torch.float64)
+TINY_A = torch.tensor([[1.0, -1.0, 0.5], [2.0, 0.0, -3.0]], dtype=torch.float64)  # L = mean_k sum a * z_k
+TINY_U = torch.tensor([0.2, 0.9, 0.45, 0.6, 0.05, 0.75] * 4, dtype=torch.float64).reshape(4, 3, 2)
+
+
+@pytest.mark.parametrize("ratio_eps", [0.0, 0.3])
+@pytest.mark.parametrize("sample_reduction", ["mean", "sum"])
+def test_optimizer_consumes_true_dl_dlambda_and_matches_hand_estimator(ratio_eps, sample_reduction):
+    layer, k, temp = _tiny_layer(), TINY_U.shape[0], 0.7
+    opt = BayesBiNN(layer.parameters(), lr=0.1, prior_strength=0.2, prior=0.05, ratio_eps=ratio_eps,
+                    sample_reduction=sample_reduction)
+    lam = layer.lam.detach().clone()
+    z = layer(TINY_X, n_samples=k, uniforms=TINY_U)  # training mode: relaxed
+    per_sample = (z * TINY_A).sum((1, 2))
+    (per_sample.mean() if sample_reduction == "mean" else per_sample.sum()).backward()
+    # by hand: dL/dw_k[o, i] = c sum_b a[b, o] x[b, i], c = 1/K for a mean over samples, 1 for a sum
+    c = 1.0 / k if sample_reduction == "mean" else 1.0
+    dl_dw = (c * TINY_A.t() @ TINY_X).expand(k, 3, 2)
+    w = torch.tanh((lam + 0.5 * torch.log(TINY_U / (1 - TINY_U))) / temp)
+    mu = torch.tanh(lam)
+    # p.grad is the true dL/dlambda: autograd's chain rule through the relaxation
+    assert torch.allclose(layer.lam.grad, (dl_dw * (1 - w ** 2) / temp).sum(0), rtol=1e-12)
+    ratio = ((1 - w ** 2) + ratio_eps) / (temp * ((1 - mu ** 2) + ratio_eps))
+    g_mu = (dl_dw * ratio).sum(0) if sample_reduction == "mean" else (dl_dw * ratio).mean(0)
+    if ratio_eps == 0.0 and sample_reduction == "mean":  # the mu-gradient is dL/dmu = dL/dlambda / (1 - mu^2)
+        assert torch.allclose(g_mu, layer.lam.grad / (1 - mu ** 2), rtol=1e-12)
+    opt.step()
+    assert torch.allclose(layer.lam.detach(), lam - 0.1 * (g_mu + 0.2 * (lam - 0.05)), rtol=1e-12, atol=1e-15)
+
+
+def _one_step(layer, opt, extra=None):
+    opt.zero_grad()
+    if extra is not None:
+        extra(layer)
+    (layer(TINY_X, n_samples=4, uniforms=TINY_U) * TINY_A).sum((1, 2)).mean().backward()
+    opt.step()
+    return layer.lam.detach().clone()
+
+
+def _fresh():
+    layer = _tiny_layer()
+    return layer, BayesBiNN(layer.parameters(), lr=0.1)
+
+
+def test_relaxed_samples_lifecycle():
+    reference = _one_step(*_fresh())
+
+    def unused_forward(lay):  # a tracked forward whose output is never backpropagated counts for nothing
+        lay(TINY_X, n_samples=4)
+
+    assert torch.equal(_one_step(*_fresh(), unused_forward), reference)
+
+    def cleared_gradient(lay):  # the optimizer's zero_grad drops the samples of the gradient it clears
+        (lay(TINY_X, n_samples=4) * TINY_A).sum().backward()
+        opt.zero_grad()
+
+    layer, opt = _fresh()
+    assert torch.equal(_one_step(layer, opt, cleared_gradient), reference)
+    layer.eval()  # hard samples carry no gradient and are not recorded
+    layer(TINY_X, n_samples=4)
+    with torch.no_grad():
+        layer(TINY_X, n_samples=4, mode="relaxed")  # nor is a forward autograd does not track
+    assert take_relaxed_samples(layer.lam) == []
+    layer.train()
+    z = layer(TINY_X, n_samples=4, uniforms=TINY_U)
+    with torch.no_grad():
+        layer.lam.add_(0.1)  # lambda changed after the sample was drawn
+    (z * TINY_A).sum().backward()
+    with pytest.raises(RuntimeError, match="before lambda last changed"):
+        opt.step()
+
+
+def test_copied_or_restored_optimizer_keeps_asking_for_samples():
+    layer, opt = _fresh()
+    layer_copy, opt_copy = copy.deepcopy((layer, opt))
+    reference = _one_step(layer, opt)
+    assert torch.equal(_one_step(layer_copy, opt_copy), reference)
+    fresh = _tiny_layer()
+    restored = BayesBiNN(fresh.parameters())
+    restored.load_state_dict(BayesBiNN(_tiny_layer().parameters(), lr=0.1).state_dict())
+    assert torch.equal(_one_step(fresh, restored), reference)
+
+
+def test_sample_reduction_is_validated():
+    with pytest.raises(ValueError, match="sample_reduction"):
+        BayesBiNN([torch.nn.Parameter(torch.zeros(1))], sample_reduction="none")

@@ -144,5 +144,7 @@ def test_prior_per_parameter_tensor():
     assert a[1].item() < 1.0
     with pytest.raises(ValueError, match="prior"):
         BiMU([a, b], **HP, prior=[torch.zeros(3), torch.zeros(1)])
-    with pytest.raises(ValueError, match="one tensor per parameter"):
+    with pytest.raises(ValueError, match="does not broadcast"):  # a tensor must fit every parameter
         BiMU([a, b], **HP, prior=torch.zeros(2))
+    with pytest.raises(ValueError, match="one tensor per parameter"):
+        BiMU([a, b], **HP, prior=[torch.zeros(2)])

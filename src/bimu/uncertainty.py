@@ -61,10 +61,20 @@ def modal_count(probs: torch.Tensor, sample_dim: int = 0) -> torch.Tensor:
     return vote_counts(probs, sample_dim).max(-1).values
 
 
+def widest_float(device: torch.device | str) -> torch.dtype:
+    """float64 where ``device`` computes in it, float32 on Apple's MPS (which has no float64).
+
+    >>> widest_float("cpu"), widest_float("mps")
+    (torch.float64, torch.float32)
+    """
+    return torch.float32 if torch.device(device).type == "mps" else torch.float64
+
+
 def variation_ratio_from_votes(votes: torch.Tensor) -> torch.Tensor:
-    """``1 - f_mode / K`` from integer vote counts ``[batch, classes]``."""
+    """``1 - f_mode / K`` from integer vote counts ``[batch, classes]`` (in :func:`widest_float`)."""
     k = votes.sum(-1)
-    return 1.0 - votes.max(-1).values.to(torch.float64) / k.to(torch.float64)
+    wide = widest_float(votes.device)
+    return 1.0 - votes.max(-1).values.to(wide) / k.to(wide)
 
 
 def variation_ratio(probs: torch.Tensor, sample_dim: int = 0, return_counts: bool = False):

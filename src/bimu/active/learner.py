@@ -25,7 +25,7 @@ from bimu.active.accounting import Accounting
 from bimu.active.budget import BudgetController
 from bimu.active.scores import SCORES, canonical_score, dissent_count, score_values
 from bimu.active.threshold import ThresholdRule, vote_threshold
-from bimu.methods.base import OnlineMethod
+from bimu.methods.base import OnlineMethod, generator_on, seeded_generator
 
 
 class Acquisition:
@@ -135,9 +135,10 @@ class ActiveLearner:
     """Streaming active learner around any :class:`~bimu.methods.base.OnlineMethod`.
 
     - ``predict_one(x[1, D], y=None) -> (prediction, ask)``: ``K`` hard-sample forward passes through
-      ``method.predict_proba(x, n_samples=K)`` (with the learner's own query generator, so evaluation
-      draws never change the stream); if not asked, ``method.observe_unlabelled(1)`` (no label, no
-      backward pass, no weight write). ``y`` is required only by the oracle ``vr-true``.
+      ``method.predict_proba(x, n_samples=K)`` (with the learner's own query generator, which follows
+      the method's device, so evaluation draws never change the stream); if not asked,
+      ``method.observe_unlabelled(1)`` (no label, no backward pass, no weight write). ``y`` is
+      required only by the oracle ``vr-true``.
     - ``learn_one(x, y)``: ``method.learn`` on the labelled example (one label, one backward pass,
       one weight write). Call it only after ``predict_one`` asked, or without ``predict_one`` at all
       (full-stream training).
@@ -151,7 +152,7 @@ class ActiveLearner:
         self.method = method
         self.acquisition = acquisition if acquisition is not None else make_acquisition("all")
         qseed = method.seed if seed is None else int(seed)
-        self.query_generator = torch.Generator().manual_seed(qseed * 7919 + 0xAC71)
+        self.query_generator = seeded_generator(qseed * 7919 + 0xAC71, method.device)
         self.ledger = Accounting()
         self.task: int | None = None
         self._pending: bool | None = None
@@ -176,9 +177,10 @@ class ActiveLearner:
         x = self._as_row(x)
         self.method.check_batch(x)
         k = self.acquisition.mc_samples
+        self.query_generator = generator_on(self.query_generator, self.method.device)
         probs = self.method.predict_proba(x, n_samples=k, generator=self.query_generator)
         prediction = int(torch.log(probs.clamp_min(1e-30)).mean(0).argmax(-1)[0])
-        label = None if y is None else torch.as_tensor(y, dtype=torch.int64).reshape(1)
+        label = None if y is None else torch.as_tensor(y, dtype=torch.int64, device=probs.device).reshape(1)
         ask, score, tau = self.acquisition.decide(probs, self.ledger.labels_queried, self.ledger.examples_seen,
                                                   label)
         self.last_score, self.last_tau = score, tau

@@ -12,6 +12,10 @@ A method is an online learner over ``[batch, features]`` float inputs and ``[bat
 - :meth:`OnlineMethod.state_dict` / :meth:`OnlineMethod.load_state_dict` - everything needed to resume
   bit-exactly (parameters, optimizer state, counters, random generator states);
 - :meth:`OnlineMethod.memory_bytes` - the training-state footprint (parameters + update state).
+
+Devices: a method built with ``device=`` (or moved with :meth:`OnlineMethod.to`) keeps its network,
+update state and random generators there, and moves the batches it is given; initial weights are
+drawn on the CPU, so they are the same on every device. Random streams depend on the device type.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import math
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -139,6 +144,35 @@ def check_labels(y: torch.Tensor, batch: int, n_classes: int) -> None:
         raise ValueError(f"labels must lie in [0, {n_classes - 1}], got range [{int(y.min())}, {int(y.max())}]")
 
 
+def same_device(a: torch.device | str, b: torch.device | str) -> bool:
+    """Whether two devices are the same (an index left out matches any index of the type).
+
+    >>> same_device("cuda", "cuda:0"), same_device("cpu", torch.device("cpu")), same_device("cuda:1", "cuda:0")
+    (True, True, False)
+    """
+    a, b = torch.device(a), torch.device(b)
+    return a.type == b.type and (a.index is None or b.index is None or a.index == b.index)
+
+
+def seeded_generator(seed: int, device: torch.device | str | None = None) -> torch.Generator:
+    """A ``torch.Generator`` on ``device`` (default CPU) seeded with ``seed``."""
+    return torch.Generator(device=torch.device("cpu") if device is None else device).manual_seed(int(seed))
+
+
+def generator_on(generator: torch.Generator, device: torch.device | str) -> torch.Generator:
+    """``generator`` itself if it lives on ``device``, else a new generator there, seeded by one draw
+    from ``generator`` (so the stream goes on deterministically, without repeating).
+
+    >>> g = torch.Generator().manual_seed(0)
+    >>> generator_on(g, "cpu") is g
+    True
+    """
+    if same_device(generator.device, device):
+        return generator
+    seed = int(torch.randint(0, 2**62, (1,), generator=generator, device=generator.device))
+    return seeded_generator(seed, device)
+
+
 class OnlineMethod(abc.ABC):
     """Base class of every registered method (see the module docstring for the contract).
 
@@ -151,7 +185,8 @@ class OnlineMethod(abc.ABC):
     hyperparameters: ClassVar[dict[str, Hyperparameter]]
     presets: ClassVar[dict[str, dict[str, Any]]] = {}
 
-    def __init__(self, sizes: Sequence[int], seed: int = 0, **hparams: Any):
+    def __init__(self, sizes: Sequence[int], seed: int = 0, device: torch.device | str | None = None,
+                 **hparams: Any):
         sizes = [int(s) for s in sizes]
         if len(sizes) < 2 or any(s <= 0 for s in sizes):
             raise ValueError(f"sizes must list at least two positive widths, got {sizes}")
@@ -160,10 +195,11 @@ class OnlineMethod(abc.ABC):
         self.hparams = self.resolve_hyperparameters(hparams)
         self.examples_seen = 0
         self.updates_applied = 0
-        self.train_generator = torch.Generator().manual_seed(self.seed)
-        self.eval_generator = torch.Generator().manual_seed(self.seed + 0x5EED)
-        init_generator = torch.Generator().manual_seed(self.seed + 0x1217)
-        self._build(init_generator)
+        self.train_generator = seeded_generator(self.seed, device)
+        self.eval_generator = seeded_generator(self.seed + 0x5EED, device)
+        self._build(seeded_generator(self.seed + 0x1217))
+        if device is not None and not same_device(device, "cpu"):
+            self._move_modules(torch.device(device))
 
     # ----------------------------------------------------------------- hyperparameters
     @classmethod
@@ -224,6 +260,39 @@ class OnlineMethod(abc.ABC):
         """MC samples used for prediction when not given (1 for deterministic methods)."""
         return int(self.hparams.get("n_eval_samples", 1)) if self.info.bayesian else 1
 
+    @property
+    def device(self) -> torch.device:
+        """Where the network's parameters live (the CPU for a method without a torch network)."""
+        model = getattr(self, "model", None)
+        param = next(model.parameters(), None) if isinstance(model, torch.nn.Module) else None
+        return torch.device("cpu") if param is None else param.device
+
+    def to(self, device: torch.device | str) -> OnlineMethod:
+        """Move the network, the update state and the random generators to ``device``; returns ``self``.
+
+        A generator that changes device is replaced by one seeded from its own stream (random streams
+        depend on the device type); on its own device it is kept as it is.
+        """
+        device = torch.device(device)
+        if not same_device(self.device, device):
+            self._move_modules(device)
+        self.train_generator = generator_on(self.train_generator, device)
+        self.eval_generator = generator_on(self.eval_generator, device)
+        return self
+
+    def _move_modules(self, device: torch.device) -> None:
+        """Move the network, the optimizer's state and the penalty's tensors to ``device``."""
+        model = getattr(self, "model", None)
+        if not isinstance(model, torch.nn.Module):
+            raise NotImplementedError(f"{type(self).__name__} has no torch network to move: it runs on the CPU")
+        model.to(device)
+        optimizer = getattr(self, "optimizer", None)
+        if optimizer is not None:
+            optimizer.load_state_dict(optimizer.state_dict())  # casts the state to its parameters' device
+        regularizer = getattr(self, "regularizer", None)
+        if regularizer is not None:
+            regularizer.to(device)
+
     def check_batch(self, x: torch.Tensor, y: torch.Tensor | None = None) -> None:
         """Reject wrong shapes, NaN inputs and labels out of range with a clear error."""
         if x.dim() != 2 or x.shape[1] != self.sizes[0]:
@@ -232,6 +301,12 @@ class OnlineMethod(abc.ABC):
             raise ValueError("inputs contain NaN or infinite values")
         if y is not None:
             check_labels(y, x.shape[0], self.n_classes)
+
+    def prepare_batch(self, x: torch.Tensor, y: torch.Tensor | None = None):
+        """:meth:`check_batch`, then ``(x, y)`` on the method's device (``y`` may be ``None``)."""
+        self.check_batch(x, y)
+        device = self.device
+        return x.to(device), (None if y is None else y.to(device))
 
     def observe_unlabelled(self, n: int = 1) -> None:
         """Count ``n`` examples that were seen but not queried (no backward pass, no write)."""
@@ -261,8 +336,9 @@ class OnlineMethod(abc.ABC):
         return torch.log_softmax(logits, dim=-1).mean(0).argmax(-1)
 
     def state_dict(self) -> dict[str, Any]:
-        """Everything needed to resume exactly: module state, counters, generator states."""
-        return {
+        """Everything needed to resume exactly: module state, counters, generator states (and, off the
+        CPU, the generators' device type)."""
+        state = {
             "method": self.info.name,
             "sizes": list(self.sizes),
             "seed": self.seed,
@@ -273,6 +349,9 @@ class OnlineMethod(abc.ABC):
             "train_generator": self.train_generator.get_state(),
             "eval_generator": self.eval_generator.get_state(),
         }
+        if self.train_generator.device.type != "cpu":
+            state["generator_device"] = self.train_generator.device.type
+        return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore a state written by :meth:`state_dict` of the same method and sizes."""
@@ -283,8 +362,13 @@ class OnlineMethod(abc.ABC):
         self.load_modules_state(state["modules"])
         self.examples_seen = int(state["examples_seen"])
         self.updates_applied = int(state["updates_applied"])
-        self.train_generator.set_state(state["train_generator"])
-        self.eval_generator.set_state(state["eval_generator"])
+        saved = state.get("generator_device", "cpu")
+        if saved == self.train_generator.device.type:
+            self.train_generator.set_state(state["train_generator"])
+            self.eval_generator.set_state(state["eval_generator"])
+        else:
+            warnings.warn(f"the state's random generators ran on {saved}, this method's on "
+                          f"{self.train_generator.device.type}: their streams are not restored", stacklevel=2)
 
     def __repr__(self) -> str:
         hp = ", ".join(f"{k}={v!r}" for k, v in self.hparams.items())

@@ -2,13 +2,16 @@
 
 Per update (see :mod:`bimu.optim.bayesbinn` for the derivation):
 
-1. for every layer draw ``K`` relaxed weights ``w_k = tanh((lambda + delta_k)/T)``,
-   ``delta_k = 0.5 log(u_k / (1 - u_k))`` (one sample per MC draw shared by the batch);
-2. ``l(w_k)`` = the batch-mean negative log-likelihood under sample ``k``; autograd gives ``dl/dw_k``;
-3. ``g_mu = mean_k dl/dw_k ((1 - w_k^2) + eps) / (T ((1 - tanh^2 lambda) + eps))`` (the mu-gradient
-   estimator, with Meng et al.'s ``eps = ratio_eps = 1e-10``; at ``eps = 0`` it is the gradient of
-   ``mean_k l(w_k)`` w.r.t. ``mu = tanh(lambda)``, whose variance is unbounded once ``lambda``
-   saturates: :mod:`bimu.optim.bayesbinn`);
+1. every layer draws ``K`` relaxed weights ``w_k = tanh((lambda + delta_k)/T)``,
+   ``delta_k = 0.5 log(u_k / (1 - u_k))`` (one sample per MC draw shared by the batch), recorded for
+   the optimizer;
+2. ``L = sum_k l(w_k)``, ``l(w_k)`` the batch-mean negative log-likelihood under sample ``k``;
+   autograd gives ``dL/dlambda`` and, through the records, ``dL/dw_k = dl(w_k)/dw_k``;
+3. the optimizer (``sample_reduction="sum"``) forms
+   ``g_mu = mean_k dL/dw_k ((1 - w_k^2) + eps) / (T ((1 - tanh^2 lambda) + eps))``
+   (the mu-gradient estimator, with Meng et al.'s ``eps = ratio_eps = 1e-10``; at ``eps = 0`` it is
+   ``dL/dmu``, ``mu = tanh(lambda)``, whose variance is unbounded once ``lambda`` saturates:
+   :mod:`bimu.optim.bayesbinn`);
 4. ``lambda <- lambda - lr (g_mu + prior_strength (lambda - lambda_prior))``.
 
 ``prior_direction="away"`` flips the sign of the prior term, as the paper's runs did (a compatibility
@@ -41,15 +44,15 @@ from bimu.methods.base import Hyperparameter, MethodInfo, OnlineMethod, SCORE_NA
 from bimu.methods.bimu import BINARY_BAYESIAN_MLP_HYPERPARAMETERS, binary_bayesian_mlp, mc_nll
 from bimu.methods.footprint import nested_tensor_bytes
 from bimu.nn.activations import hidden_activation
-from bimu.nn.bernoulli import relaxed_noise
 from bimu.nn.mlp import BinaryBayesianMLP, layer_norm
-from bimu.optim.bayesbinn import PRIOR_DIRECTIONS, BayesBiNN, bayesbinn_mu_gradient
+from bimu.optim.bayesbinn import PRIOR_DIRECTIONS, BayesBiNN
 from bimu.paper import METHOD_FULL_NAMES
 
 
 def forward_with_weights(model: BinaryBayesianMLP, x: torch.Tensor, weights: Sequence[torch.Tensor]) -> torch.Tensor:
     """Logits ``[K, batch, classes]`` of ``model``'s architecture with explicit weights ``[K, out, in]``
-    per layer (LayerNorm without affine after every layer, the hidden activation between them)."""
+    per layer (LayerNorm without affine after every layer, the hidden activation between them): the
+    network as a function of given weight samples, for replays and checks."""
     if len(weights) != len(model.layers):
         raise ValueError(f"weights must hold one tensor per layer ({len(model.layers)}), got {len(weights)}")
     h = x
@@ -111,27 +114,18 @@ class BayesBiNNMethod(OnlineMethod):
                 with torch.no_grad():
                     layer.lam.zero_()
         self.optimizer = BayesBiNN(self.model.parameters(), lr=hp["lr"], prior_strength=hp["prior_strength"],
-                                   prior_direction=hp["prior_direction"])
+                                   prior_direction=hp["prior_direction"], ratio_eps=hp["ratio_eps"],
+                                   sample_reduction="sum")
 
     def learn(self, x: torch.Tensor, y: torch.Tensor) -> None:
-        """Relaxed forward, dL/dw by autograd, mu-gradient estimator, BayesBiNN step."""
-        self.check_batch(x, y)
-        k, temp = self.hparams["n_samples"], self.hparams["temperature"]
-        lams = [layer.lam for layer in self.model.layers]
-        deltas, weights = [], []
-        for lam in lams:
-            u = torch.rand((k, *lam.shape), generator=self.train_generator, dtype=lam.dtype)
-            delta = relaxed_noise(u)
-            deltas.append(delta)
-            weights.append(torch.tanh((lam.detach() + delta) / temp).requires_grad_(True))
-        # Sum over samples of each sample's batch-mean NLL, so that grads_w[k] = dl(w_k)/dw_k; the
-        # estimator averages over the K samples.
-        loss = mc_nll(forward_with_weights(self.model, x, weights), y) * (k / x.shape[0])
-        grads_w = torch.autograd.grad(loss, weights)
-        for lam, g, delta in zip(lams, grads_w, deltas):
-            lam.grad = bayesbinn_mu_gradient(g, lam.detach(), delta, temp, self.hparams["ratio_eps"])
-        self.optimizer.step()
+        """Relaxed forward with K samples, ``dL/dlambda`` by autograd, BayesBiNN step (which forms the
+        mu-gradient from the layers' recorded samples)."""
+        x, y = self.prepare_batch(x, y)
         self.optimizer.zero_grad(set_to_none=True)
+        k = self.hparams["n_samples"]
+        logits = self.model(x, n_samples=k, mode="relaxed", generator=self.train_generator)
+        (mc_nll(logits, y) * (k / x.shape[0])).backward()  # sum over the samples, mean over the batch
+        self.optimizer.step()
         self.examples_seen += int(x.shape[0])
         self.updates_applied += 1
 
@@ -140,7 +134,7 @@ class BayesBiNNMethod(OnlineMethod):
         self.optimizer.reset_prior()
 
     def _predict_logits(self, x: torch.Tensor, n_samples: int, generator: torch.Generator) -> torch.Tensor:
-        self.check_batch(x)
+        x, _ = self.prepare_batch(x)
         return self.model(x, n_samples=n_samples, mode="hard", generator=generator)
 
     def modules_state(self) -> dict[str, Any]:

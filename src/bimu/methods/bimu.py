@@ -113,7 +113,7 @@ class BiMUMethod(OnlineMethod):
 
     def learn(self, x: torch.Tensor, y: torch.Tensor) -> None:
         """Relaxed forward with K samples, autograd gradient w.r.t. lambda, BiMU step."""
-        self.check_batch(x, y)
+        x, y = self.prepare_batch(x, y)
         self.optimizer.zero_grad(set_to_none=True)
         logits = self.model(x, n_samples=self.hparams["n_samples"], mode="relaxed", generator=self.train_generator)
         mc_nll(logits, y).backward()
@@ -122,7 +122,7 @@ class BiMUMethod(OnlineMethod):
         self.updates_applied += 1
 
     def _predict_logits(self, x: torch.Tensor, n_samples: int, generator: torch.Generator) -> torch.Tensor:
-        self.check_batch(x)
+        x, _ = self.prepare_batch(x)
         return self.model(x, n_samples=n_samples, mode="hard", generator=generator)
 
     def modules_state(self) -> dict[str, Any]:

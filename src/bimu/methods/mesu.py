@@ -85,13 +85,13 @@ class MESUMethod(OnlineMethod):
                                  sigma_init_scale=hp["sigma_init_scale"], activation=hp["activation"],
                                  gate_width=hp["gate_width"])
         self.model.reset_parameters(generator)
-        self.optimizer = MESU(self.model.pairs(), lr_mu=hp["lr_mu"], lr_sigma=hp["lr_sigma"],
+        self.optimizer = MESU(self.model.parameters(), lr_mu=hp["lr_mu"], lr_sigma=hp["lr_sigma"],
                               sigma_prior=hp["sigma_prior"], mu_prior=hp["mu_prior"],
                               memory_window=hp["memory_window"], clamp_grad=hp["clamp_grad"])
 
     def learn(self, x: torch.Tensor, y: torch.Tensor) -> None:
         """K reparameterised samples, autograd gradients w.r.t. mu and sigma, MESU step."""
-        self.check_batch(x, y)
+        x, y = self.prepare_batch(x, y)
         self.optimizer.zero_grad(set_to_none=True)
         logits = self.model(x, n_samples=self.hparams["n_samples"], generator=self.train_generator)
         mc_nll(logits, y).backward()
@@ -100,7 +100,7 @@ class MESUMethod(OnlineMethod):
         self.updates_applied += 1
 
     def _predict_logits(self, x: torch.Tensor, n_samples: int, generator: torch.Generator) -> torch.Tensor:
-        self.check_batch(x)
+        x, _ = self.prepare_batch(x)
         return self.model(x, n_samples=n_samples, generator=generator)
 
     def modules_state(self) -> dict[str, Any]:

@@ -39,8 +39,12 @@ def available_methods() -> tuple[str, ...]:
     return tuple(_REGISTRY)
 
 
-def create_method(name: str, sizes, seed: int = 0, preset: str | None = None, **overrides) -> OnlineMethod:
-    """Instantiate method ``name`` with the paper ``preset`` (if any) and ``overrides``."""
+def create_method(name: str, sizes, seed: int = 0, preset: str | None = None, device=None,
+                  **overrides) -> OnlineMethod:
+    """Instantiate method ``name`` with the paper ``preset`` (if any) and ``overrides``, on ``device``
+    (default CPU)."""
     cls = get_method(name)
     hparams = cls.resolve_hyperparameters(overrides, preset=preset)
-    return cls(sizes, seed=seed, **hparams)
+    if device is None:
+        return cls(sizes, seed=seed, **hparams)
+    return cls(sizes, seed=seed, device=device, **hparams)

@@ -79,7 +79,7 @@ class SGDMethod(OnlineMethod):
 
     def learn(self, x: torch.Tensor, y: torch.Tensor) -> None:
         """``theta <- theta - lr * (dL/dtheta + dR/dtheta)`` with ``R`` the penalty (if any)."""
-        self.check_batch(x, y)
+        x, y = self.prepare_batch(x, y)
         params = self.params
         loss = F.cross_entropy(self.model(x), y)
         data_grads = torch.autograd.grad(loss, params)
@@ -102,7 +102,7 @@ class SGDMethod(OnlineMethod):
             self.regularizer.task_end(self.params)
 
     def _predict_logits(self, x: torch.Tensor, n_samples: int, generator: torch.Generator) -> torch.Tensor:
-        self.check_batch(x)
+        x, _ = self.prepare_batch(x)
         return self.model(x).unsqueeze(0)
 
     def modules_state(self) -> dict[str, Any]:

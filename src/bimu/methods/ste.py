@@ -70,7 +70,7 @@ class STEMethod(OnlineMethod):
 
     def learn(self, x: torch.Tensor, y: torch.Tensor) -> None:
         """Forward with sign weights/activations, STE backward, AdamW step, clip."""
-        self.check_batch(x, y)
+        x, y = self.prepare_batch(x, y)
         self.optimizer.zero_grad(set_to_none=True)
         F.cross_entropy(self.model(x), y).backward()
         self.optimizer.step()
@@ -82,7 +82,7 @@ class STEMethod(OnlineMethod):
         self.updates_applied += 1
 
     def _predict_logits(self, x: torch.Tensor, n_samples: int, generator: torch.Generator) -> torch.Tensor:
-        self.check_batch(x)
+        x, _ = self.prepare_batch(x)
         return self.model(x).unsqueeze(0)
 
     def modules_state(self) -> dict[str, Any]:

@@ -100,7 +100,7 @@ class SynapticMetaplasticityMethod(OnlineMethod):
 
     def learn(self, x: torch.Tensor, y: torch.Tensor) -> None:
         """Fold the batch into the norms' statistics, STE backward, metaplastic Adam step."""
-        self.check_batch(x, y)
+        x, y = self.prepare_batch(x, y)
         self.optimizer.zero_grad(set_to_none=True)
         F.cross_entropy(self.model(x, update_stats=True), y).backward()
         self.optimizer.step()
@@ -109,6 +109,10 @@ class SynapticMetaplasticityMethod(OnlineMethod):
 
     def _affine_vector(self) -> torch.Tensor:
         return torch.cat([p.detach().reshape(-1) for p in self.model.norm_parameters()])
+
+    def _move_modules(self, device: torch.device) -> None:
+        super()._move_modules(device)
+        self.task_affine_bank = [t.to(device) for t in self.task_affine_bank]
 
     def task_end(self) -> None:
         """With ``task_affine``, store a copy of the norms' affine parameters for this task."""
@@ -127,7 +131,7 @@ class SynapticMetaplasticityMethod(OnlineMethod):
         self._eval_task = task
 
     def _predict_logits(self, x: torch.Tensor, n_samples: int, generator: torch.Generator) -> torch.Tensor:
-        self.check_batch(x)
+        x, _ = self.prepare_batch(x)
         task = self._eval_task
         if task is None or task >= len(self.task_affine_bank):
             return self.model(x).unsqueeze(0)

@@ -2,7 +2,7 @@
 
 from bimu.nn.activations import ReverseBinaryGate, SignActivation, rbg, sign_ste
 from bimu.nn.bernoulli import SAMPLING_MODES, BernoulliLinear, relaxed_noise
-from bimu.nn.gaussian import GaussianLinear, GaussianMLP
+from bimu.nn.gaussian import GaussianLinear, GaussianMLP, gaussian_partner, pair_gaussian
 from bimu.nn.mlp import BinaryBayesianMLP
 from bimu.nn.predict import predict, predict_samples
 from bimu.nn.real_mlp import RealMLP
@@ -20,6 +20,8 @@ __all__ = [
     "SignActivation",
     "SignLinear",
     "SignMLP",
+    "gaussian_partner",
+    "pair_gaussian",
     "predict",
     "predict_samples",
     "rbg",

@@ -9,6 +9,16 @@ turn ``lambda`` into weights:
 - ``"mode"``: ``sign(lambda)`` (``+1`` at 0);
 - ``"mean"``: ``tanh(lambda)``, the expected weight.
 
+Without an explicit ``mode`` a layer samples as its module mode says: ``"relaxed"`` after
+``.train()`` (the default), ``"hard"`` after ``.eval()``.
+
+Relaxed samples for an optimizer: BayesBiNN's estimator needs, besides ``dL/dlambda``, the noise
+``delta_k`` of each relaxed sample and ``dL/dw_k``. An optimizer asks for them with
+:func:`keep_relaxed_samples`; the layer then records every relaxed forward that autograd tracks (a
+:class:`RelaxedSample`, whose ``grad`` the backward pass fills) until the optimizer takes them with
+:func:`take_relaxed_samples`. Records of an older ``lambda`` (changed in place since) are dropped at
+the next forward.
+
 Uniforms are clipped to ``[1e-10, 1 - 1e-10]`` as in the paper's code (in float32 the upper bound is
 1, which ``torch.rand`` never reaches), bounding ``|delta|`` by about 11.5.
 
@@ -31,6 +41,9 @@ import math
 
 import torch
 from torch import nn
+from torch.utils.weak import WeakTensorKeyDictionary
+
+from bimu.nn.real_mlp import fill_uniform_
 
 SAMPLING_MODES = ("relaxed", "hard", "mode", "mean")
 
@@ -40,6 +53,54 @@ UNIFORM_EPS = 1e-10
 def relaxed_noise(u: torch.Tensor) -> torch.Tensor:
     """Logistic noise ``delta = 0.5 * (log u - log(1 - u))`` of the relaxation, with ``u`` clipped."""
     return 0.5 * torch.logit(u, eps=UNIFORM_EPS)
+
+
+class RelaxedSample:
+    """One relaxed forward of a :class:`BernoulliLinear`, kept for an optimizer.
+
+    ``noise`` is ``delta_k`` ``[K, out, in]`` (the weights were ``w_k = tanh((lambda + delta_k) / T)``);
+    ``temperature`` is the layer's ``T``; ``version`` is ``lambda._version`` when the sample was drawn;
+    ``grad`` is ``dL/dw_k`` once a backward pass went through the sample (summed over backward passes),
+    else ``None``.
+    """
+
+    __slots__ = ("noise", "temperature", "version", "grad")
+
+    def __init__(self, noise: torch.Tensor, temperature: float, version: int):
+        self.noise, self.temperature, self.version = noise, temperature, version
+        self.grad = None
+
+    def _add_grad(self, grad: torch.Tensor) -> None:
+        self.grad = grad if self.grad is None else self.grad + grad
+
+
+_KEPT = WeakTensorKeyDictionary()
+"""``lambda`` -> the :class:`RelaxedSample` list kept for it (only for parameters an optimizer asked for)."""
+
+
+def keep_relaxed_samples(lam: torch.Tensor) -> None:
+    """Ask every :class:`BernoulliLinear` owning ``lam`` to record its relaxed samples from now on."""
+    if lam not in _KEPT:
+        _KEPT[lam] = []
+
+
+def take_relaxed_samples(lam: torch.Tensor) -> list[RelaxedSample]:
+    """The samples recorded for ``lam`` since the last call (oldest first); the record starts empty again."""
+    kept = _KEPT.get(lam)
+    if not kept:
+        return []
+    _KEPT[lam] = []
+    return kept
+
+
+def _record(lam: torch.Tensor, weight: torch.Tensor, noise: torch.Tensor, temperature: float) -> None:
+    kept = _KEPT.get(lam)
+    if kept is None or not weight.requires_grad:
+        return
+    kept[:] = [s for s in kept if s.version == lam._version]
+    sample = RelaxedSample(noise, temperature, lam._version)
+    weight.register_hook(sample._add_grad)
+    kept.append(sample)
 
 
 class BernoulliLinear(nn.Module):
@@ -71,13 +132,13 @@ class BernoulliLinear(nn.Module):
     def reset_parameters(self, generator: torch.Generator | None = None) -> None:
         """Re-draw ``lam ~ U(-1/sqrt(in), 1/sqrt(in))``."""
         bound = 1.0 / math.sqrt(self.in_features)
-        with torch.no_grad():
-            self.lam.uniform_(-bound, bound, generator=generator)
+        fill_uniform_(self.lam, bound, generator)
 
     def _uniforms(self, n_samples, generator, uniforms):
         shape = (n_samples, self.out_features, self.in_features)
-        if uniforms is None:
-            return torch.rand(shape, generator=generator, dtype=self.lam.dtype, device=self.lam.device)
+        if uniforms is None:  # drawn where the generator lives, used where lambda lives
+            where = self.lam.device if generator is None else generator.device
+            return torch.rand(shape, generator=generator, dtype=self.lam.dtype, device=where).to(self.lam.device)
         if tuple(uniforms.shape) != shape:
             raise ValueError(f"uniforms must have shape {shape}, got {tuple(uniforms.shape)}")
         return uniforms.to(dtype=self.lam.dtype, device=self.lam.device)
@@ -85,11 +146,14 @@ class BernoulliLinear(nn.Module):
     def sample_weights(
         self,
         n_samples: int = 1,
-        mode: str = "relaxed",
+        mode: str | None = None,
         generator: torch.Generator | None = None,
         uniforms: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Weights shaped ``[n_samples, out, in]`` drawn in the given sampling ``mode``."""
+        """Weights shaped ``[n_samples, out, in]`` drawn in the given sampling ``mode`` (``None``:
+        ``"relaxed"`` in training mode, ``"hard"`` in evaluation mode)."""
+        if mode is None:
+            mode = "relaxed" if self.training else "hard"
         if mode not in SAMPLING_MODES:
             raise ValueError(f"unknown sampling mode {mode!r}; expected one of {SAMPLING_MODES}")
         if int(n_samples) < 1:
@@ -97,8 +161,10 @@ class BernoulliLinear(nn.Module):
         n_samples = int(n_samples)
         lam = self.lam
         if mode == "relaxed":
-            u = self._uniforms(n_samples, generator, uniforms)
-            return torch.tanh((lam + relaxed_noise(u)) / self.temperature)
+            noise = relaxed_noise(self._uniforms(n_samples, generator, uniforms))
+            w = torch.tanh((lam + noise) / self.temperature)
+            _record(lam, w, noise, self.temperature)
+            return w
         if mode == "hard":
             u = self._uniforms(n_samples, generator, uniforms)
             p = torch.sigmoid(2.0 * lam)
@@ -113,14 +179,15 @@ class BernoulliLinear(nn.Module):
         self,
         x: torch.Tensor,
         n_samples: int = 1,
-        mode: str = "relaxed",
+        mode: str | None = None,
         generator: torch.Generator | None = None,
         uniforms: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """``x`` is ``[batch, in]`` (shared by all samples) or ``[samples, batch, in]``.
 
         Returns pre-activations ``[samples, batch, out]``. One weight sample per MC draw is shared by
-        all examples of the batch, as in the paper.
+        all examples of the batch, as in the paper. ``mode=None`` samples as the module mode says
+        (``"relaxed"`` in training, ``"hard"`` in evaluation).
         """
         if x.dim() == 3:
             n_samples = x.shape[0]

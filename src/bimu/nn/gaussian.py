@@ -21,15 +21,49 @@ True
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Sequence
 
 import torch
 from torch import nn
+from torch.utils.weak import WeakTensorKeyDictionary
 
 from bimu.nn.activations import check_activation, hidden_activation
-from bimu.nn.real_mlp import check_sizes
+from bimu.nn.real_mlp import check_sizes, fill_uniform_
 
 GAUSSIAN_MODES = ("sample", "mean")
+
+_PARTNERS = WeakTensorKeyDictionary()
+"""Parameter -> (its role ``"mu"`` or ``"sigma"``, a weak reference to the other parameter of its pair)."""
+
+
+def pair_gaussian(mu: torch.Tensor, sigma: torch.Tensor) -> None:
+    """Declare ``sigma`` the standard deviation of the Gaussian whose mean is ``mu``.
+
+    :class:`bimu.optim.MESU` pairs ordinary parameters through these declarations (kept weakly: they
+    go with the parameters). :class:`GaussianLinear` declares its two pairs itself; a custom
+    Gaussian layer calls this for each of its pairs.
+
+    >>> import torch
+    >>> mu, sigma = torch.nn.Parameter(torch.zeros(3)), torch.nn.Parameter(torch.ones(3))
+    >>> pair_gaussian(mu, sigma)
+    >>> gaussian_partner(sigma)[0], gaussian_partner(sigma)[1] is mu
+    ('sigma', True)
+    """
+    if mu is sigma or mu.shape != sigma.shape:
+        raise ValueError(f"mu and sigma must be two tensors of one shape, got {tuple(mu.shape)} and "
+                         f"{tuple(sigma.shape)}")
+    _PARTNERS[mu] = ("mu", weakref.ref(sigma))
+    _PARTNERS[sigma] = ("sigma", weakref.ref(mu))
+
+
+def gaussian_partner(p: torch.Tensor) -> tuple[str, torch.Tensor] | None:
+    """``(role, partner)`` of a parameter declared by :func:`pair_gaussian`, else ``None``."""
+    entry = _PARTNERS.get(p)
+    if entry is None:
+        return None
+    partner = entry[1]()
+    return None if partner is None else (entry[0], partner)
 
 
 class GaussianLinear(nn.Module):
@@ -63,26 +97,38 @@ class GaussianLinear(nn.Module):
         self.mu_bias = nn.Parameter(torch.empty(self.out_features))
         self.sigma_bias = nn.Parameter(torch.empty(self.out_features))
         self.reset_parameters()
+        self._declare_pairs()
+
+    def _declare_pairs(self) -> None:
+        for mu, sigma in self.pairs():
+            pair_gaussian(mu, sigma)
+
+    def __setstate__(self, state) -> None:
+        """Unpickling and ``copy.deepcopy`` give new parameters: declare their pairs again."""
+        super().__setstate__(state)
+        self._declare_pairs()
 
     def reset_parameters(self, generator: torch.Generator | None = None) -> None:
         """``mu ~ U(+-mu_init_scale/sqrt(in))``, ``sigma = sigma_init_scale/sqrt(in)``."""
         bound = self.mu_init_scale / math.sqrt(self.in_features)
         sigma0 = self.sigma_init_scale / math.sqrt(self.in_features)
         with torch.no_grad():
-            self.mu_weight.uniform_(-bound, bound, generator=generator)
-            self.mu_bias.uniform_(-bound, bound, generator=generator)
+            fill_uniform_(self.mu_weight, bound, generator)
+            fill_uniform_(self.mu_bias, bound, generator)
             self.sigma_weight.fill_(sigma0)
             self.sigma_bias.fill_(sigma0)
 
     def pairs(self) -> list[tuple[nn.Parameter, nn.Parameter]]:
-        """``[(mu_weight, sigma_weight), (mu_bias, sigma_bias)]``, the pairs MESU updates together."""
+        """``[(mu_weight, sigma_weight), (mu_bias, sigma_bias)]``, the pairs MESU updates together
+        (declared with :func:`pair_gaussian`)."""
         return [(self.mu_weight, self.sigma_weight), (self.mu_bias, self.sigma_bias)]
 
     def forward(self, x: torch.Tensor, n_samples: int = 1, mode: str = "sample",
                 generator: torch.Generator | None = None) -> torch.Tensor:
         """Pre-activations ``[samples, batch, out]`` for ``x`` ``[batch, in]`` or ``[samples, batch, in]``.
 
-        ``mode="sample"`` draws one ``(W, b)`` per sample; ``mode="mean"`` uses ``mu`` (``K`` copies).
+        ``mode="sample"`` draws one ``(W, b)`` per sample (in training and evaluation mode alike: a
+        Gaussian network predicts with samples); ``mode="mean"`` uses ``mu`` (``K`` copies).
         """
         if mode not in GAUSSIAN_MODES:
             raise ValueError(f"unknown mode {mode!r}; expected one of {GAUSSIAN_MODES}")
@@ -95,11 +141,12 @@ class GaussianLinear(nn.Module):
         if x.shape[-1] != self.in_features:
             raise ValueError(f"expected {self.in_features} input features, got {x.shape[-1]}")
         n = int(n_samples)
-        if mode == "sample":
+        if mode == "sample":  # noise drawn where the generator lives, used where the parameters live
+            where = self.mu_weight.device if generator is None else generator.device
             eps_w = torch.randn((n, self.out_features, self.in_features), generator=generator,
-                                dtype=self.mu_weight.dtype, device=self.mu_weight.device)
+                                dtype=self.mu_weight.dtype, device=where).to(self.mu_weight.device)
             eps_b = torch.randn((n, self.out_features), generator=generator,
-                                dtype=self.mu_bias.dtype, device=self.mu_bias.device)
+                                dtype=self.mu_bias.dtype, device=where).to(self.mu_bias.device)
             w = self.mu_weight + self.sigma_weight * eps_w
             b = self.mu_bias + self.sigma_bias * eps_b
         else:

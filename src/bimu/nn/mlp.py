@@ -76,11 +76,14 @@ class BinaryBayesianMLP(nn.Module):
         self,
         x: torch.Tensor,
         n_samples: int = 1,
-        mode: str = "relaxed",
+        mode: str | None = None,
         generator: torch.Generator | None = None,
         uniforms: Sequence[torch.Tensor] | None = None,
     ) -> torch.Tensor:
         """Logits ``[n_samples, batch, classes]`` for ``x`` of shape ``[batch, in]``.
+
+        ``mode``: a :data:`bimu.nn.SAMPLING_MODES` entry, or ``None`` for relaxed samples in training
+        mode and hard samples in evaluation mode (``net.train()`` / ``net.eval()``).
 
         ``uniforms``, if given, holds one ``[n_samples, out, in]`` tensor per layer.
         """

@@ -38,6 +38,20 @@ def check_sizes(sizes: Sequence[int]) -> list[int]:
     return sizes
 
 
+@torch.no_grad()
+def fill_uniform_(t: torch.Tensor, bound: float, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Fill ``t`` with ``U(-bound, bound)`` drawn from ``generator``, on the generator's device when it
+    is not ``t``'s (then copied to ``t``); returns ``t``.
+
+    >>> fill_uniform_(torch.zeros(3), 0.5, torch.Generator().manual_seed(0)).abs().max().item() <= 0.5
+    True
+    """
+    if generator is None or generator.device == t.device:
+        return t.uniform_(-bound, bound, generator=generator)
+    drawn = torch.empty(t.shape, dtype=t.dtype, device=generator.device).uniform_(-bound, bound, generator=generator)
+    return t.copy_(drawn)
+
+
 class RealMLP(nn.Module):
     """ReLU multilayer perceptron with biased ``nn.Linear`` layers and raw logits at the output.
 
@@ -55,8 +69,8 @@ class RealMLP(nn.Module):
         with torch.no_grad():
             for layer in self.layers:
                 bound = 1.0 / math.sqrt(layer.in_features)
-                layer.weight.uniform_(-bound, bound, generator=generator)
-                layer.bias.uniform_(-bound, bound, generator=generator)
+                fill_uniform_(layer.weight, bound, generator)
+                fill_uniform_(layer.bias, bound, generator)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Logits ``[batch, classes]`` for ``x`` of shape ``[batch, in]``."""

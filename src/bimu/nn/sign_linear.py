@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from bimu.nn.activations import check_activation, hidden_activation
-from bimu.nn.real_mlp import check_sizes
+from bimu.nn.real_mlp import check_sizes, fill_uniform_
 
 
 class _SignIdentityFunction(torch.autograd.Function):
@@ -64,8 +64,7 @@ class SignLinear(nn.Module):
     def reset_parameters(self, generator: torch.Generator | None = None) -> None:
         """Draw ``W_h ~ U(-1/sqrt(in), 1/sqrt(in))`` from ``generator``."""
         bound = 1.0 / math.sqrt(self.in_features)
-        with torch.no_grad():
-            self.weight.uniform_(-bound, bound, generator=generator)
+        fill_uniform_(self.weight, bound, generator)
 
     def binary_weight(self) -> torch.Tensor:
         """``W_b = sign(W_h)`` (identity straight-through gradient)."""

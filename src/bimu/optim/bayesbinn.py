@@ -28,6 +28,27 @@ Sec. 5. No momentum (as run for the paper).
 pushing ``lambda`` away from ``lambda_prior`` (within a task, by a factor ``exp(lr prior_strength n)``
 over ``n`` steps: 1.78 for a 60,000-example Permuted-MNIST task at the paper's 0.77 and 1.25e-5).
 
+What the optimizer reads. Like every torch optimizer, :class:`BayesBiNN` takes ``p.grad = dL/dlambda``
+of the loss ``L`` that was backpropagated (the Monte-Carlo mean over the ``K`` samples of the batch-mean
+loss, say). Through the relaxation autograd gives ``dL/dlambda = sum_k dL/dw_k (1 - w_k^2) / T``, so
+the ``mu``-gradient is ``dL/dlambda / (1 - tanh^2 lambda)``; the estimator replaces each sample's
+ratio by its stable (or ``eps``-regularised) form, which needs the samples themselves. The optimizer
+asks the :class:`bimu.nn.BernoulliLinear` owning each parameter to record its relaxed samples
+(:func:`bimu.nn.bernoulli.keep_relaxed_samples`) and computes, with ``dL/dw_k`` filled in by the
+backward pass, :func:`relaxed_mu_gradient`::
+
+    grad_mu = sum_k dL/dw_k * relaxation_jacobian_ratio(lambda, delta_k, T, eps)
+
+That is for a loss that averages over the samples (``sample_reduction="mean"``, the default). A loss
+that sums them, ``L = sum_k l(w_k)`` (Meng et al.'s code backpropagates each sample's loss), gives
+``dL/dw_k = dl(w_k)/dw_k`` and takes ``sample_reduction="sum"``: the estimator is then the mean over
+``k`` (as :func:`bayesbinn_mu_gradient`). Several recorded forwards before one step add up, each
+reduced over its own samples.
+
+A parameter without recorded samples (no ``BernoulliLinear`` draws it, or it was sampled before the
+optimizer existed) gets ``dL/dlambda / ((1 - tanh^2 lambda) + eps)`` (``dL/dlambda cosh^2 lambda`` at
+``eps = 0``): the same at ``eps = 0``, without the numerator's ``eps`` otherwise.
+
 Numerics: ``(1 - w^2) / (1 - tanh^2 lambda) = cosh^2(lambda) / cosh^2((lambda + delta)/T)`` is computed
 from log-cosh, so that the estimator stays finite and non-zero once ``|lambda|`` saturates ``tanh``
 in float32 (the naive ratio is 0/0 there).
@@ -54,12 +75,13 @@ ratio.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import torch
-from torch.optim import Optimizer
 
-from bimu.optim._checks import check_number
+from bimu.nn.bernoulli import RelaxedSample, keep_relaxed_samples, take_relaxed_samples
+from bimu.optim._base import BimuOptimizer, run_closure
+from bimu.optim._checks import check_number, check_prior
 
 _LOG2 = math.log(2.0)
 
@@ -124,7 +146,7 @@ def relaxation_jacobian_ratio(lam: torch.Tensor, delta: torch.Tensor, temperatur
 
 def bayesbinn_mu_gradient(grad_w: torch.Tensor, lam: torch.Tensor, delta: torch.Tensor,
                           temperature: float = 1.0, ratio_eps: float = 0.0) -> torch.Tensor:
-    """The BayesBiNN ``mu``-gradient estimator ``mean_k dL/dw_k (1 - w_k^2) / (T (1 - tanh^2 lambda))``.
+    """The BayesBiNN ``mu``-gradient estimator ``mean_k dl_k/dw_k (1 - w_k^2) / (T (1 - tanh^2 lambda))``.
 
     ``grad_w`` and ``delta`` are ``[K, *lam.shape]``: the gradient of sample ``k``'s own loss
     ``l(w_k)`` w.r.t. its relaxed weights (not of the loss averaged over samples, which would carry an
@@ -137,6 +159,44 @@ def bayesbinn_mu_gradient(grad_w: torch.Tensor, lam: torch.Tensor, delta: torch.
     return (grad_w * relaxation_jacobian_ratio(lam, delta, temperature, ratio_eps)).mean(0)
 
 
+SAMPLE_REDUCTIONS = ("mean", "sum")
+"""How the backpropagated loss combines the ``K`` relaxed samples' losses (see the module docstring)."""
+
+
+@torch.no_grad()
+def relaxed_mu_gradient(lam: torch.Tensor, grad: torch.Tensor, samples: Sequence[RelaxedSample] = (),
+                        ratio_eps: float = 0.0, sample_reduction: str = "mean") -> torch.Tensor:
+    """The ``mu``-gradient from ``grad = dL/dlambda`` and the relaxed samples of ``lam`` (module docstring).
+
+    Samples that no backward pass reached (``grad is None``) are ignored; a sample of an older
+    ``lambda`` is an error. ``sample_reduction``: :data:`SAMPLE_REDUCTIONS`.
+
+    >>> import torch
+    >>> from bimu.nn import BernoulliLinear
+    >>> from bimu.nn.bernoulli import keep_relaxed_samples, take_relaxed_samples
+    >>> layer = BernoulliLinear(3, 2); keep_relaxed_samples(layer.lam)
+    >>> layer(torch.randn(4, 3), n_samples=5).pow(2).mean().backward()
+    >>> g_mu = relaxed_mu_gradient(layer.lam, layer.lam.grad, take_relaxed_samples(layer.lam))
+    >>> bool(torch.allclose(g_mu, layer.lam.grad / (1 - torch.tanh(layer.lam) ** 2), rtol=1e-4))
+    True
+    """
+    used = [s for s in samples if s.grad is not None]
+    if not used:
+        if ratio_eps:
+            mu = torch.tanh(lam)
+            return grad / ((1.0 - mu * mu) + ratio_eps)
+        return grad * torch.exp(2.0 * log_cosh(lam))
+    total = None
+    for s in used:
+        if s.version != lam._version:
+            raise RuntimeError("a relaxed sample was drawn before lambda last changed: step (or zero_grad) "
+                               "after every backward pass of a forward")
+        term = s.grad * relaxation_jacobian_ratio(lam, s.noise, s.temperature, ratio_eps)
+        term = term.sum(0) if sample_reduction == "mean" else term.mean(0)
+        total = term if total is None else total + term
+    return total
+
+
 @torch.no_grad()
 def bayesbinn_update_(lam: torch.Tensor, grad_mu: torch.Tensor, *, lr: float, prior_strength: float,
                       prior: float | torch.Tensor = 0.0, prior_direction: str = "towards") -> torch.Tensor:
@@ -146,33 +206,70 @@ def bayesbinn_update_(lam: torch.Tensor, grad_mu: torch.Tensor, *, lr: float, pr
     return lam.sub_(lr * step)
 
 
-class BayesBiNN(Optimizer):
+class BayesBiNN(BimuOptimizer):
     """The BayesBiNN update of Bernoulli natural parameters (see the module docstring).
 
-    ``p.grad`` is read as the ``mu``-gradient estimate (:func:`bayesbinn_mu_gradient`), not as
-    ``dL/dlambda``. The prior natural parameter of every parameter is kept in ``state[p]["prior"]``
-    (initially ``prior``, a float), so it survives ``state_dict()``.
+    ``p.grad`` is ``dL/dlambda``; the ``mu``-gradient is estimated inside (:func:`relaxed_mu_gradient`)
+    from the relaxed samples that the :class:`bimu.nn.BernoulliLinear` owning ``p`` records for this
+    optimizer. The prior natural parameter of every parameter is kept in ``state[p]["prior"]``
+    (initially the group's ``prior``), so it survives ``state_dict()``.
 
     Args:
-        params: natural parameters ``lambda``.
+        params: natural parameters ``lambda`` (or param groups, each may set any argument below).
         lr: ``alpha N``.
         prior_strength: ``1 / N`` (>= 0).
-        prior: initial ``lambda_prior`` (0: ``p(w = +1) = 1/2``).
+        prior: initial ``lambda_prior``: a float, or a tensor that broadcasts to every parameter of the
+            group (0: ``p(w = +1) = 1/2``).
         prior_direction: ``"towards"`` (Meng et al.) or ``"away"`` (the paper's runs' sign, a
             compatibility switch; :data:`PRIOR_DIRECTIONS`).
+        ratio_eps: ``eps`` of the ``mu``-gradient ratio (:func:`relaxation_jacobian_ratio`; Meng et
+            al.'s 1e-10 by default, 0: the exact ratio).
+        sample_reduction: ``"mean"`` if the loss averages over the relaxed samples (as the loss of
+            a batch averages over its examples), ``"sum"`` if it adds them up (module docstring).
+
+    Use the optimizer's :meth:`zero_grad` between steps (it drops the samples of the gradient it
+    clears; ``model.zero_grad()`` would leave them).
+
+    >>> import torch
+    >>> from bimu.nn import BinaryBayesianMLP
+    >>> net = BinaryBayesianMLP([4, 3])
+    >>> opt = BayesBiNN(net.parameters(), lr=0.1)
+    >>> before = net.layers[0].lam.detach().clone()
+    >>> net(torch.randn(2, 4), n_samples=5).logsumexp(-1).mean().backward()   # train mode: relaxed
+    >>> opt.step(); bool((net.layers[0].lam != before).any())
+    True
     """
 
-    def __init__(self, params: Iterable, lr: float = 0.77, prior_strength: float = 1.25e-5, prior: float = 0.0,
-                 prior_direction: str = "towards"):
-        prior_sign(prior_direction)
-        defaults = dict(lr=check_number("lr", lr, low=0, low_inclusive=False),
-                        prior_strength=check_number("prior_strength", prior_strength, low=0),
-                        prior_direction=prior_direction)
-        prior = check_number("prior", prior)
+    def __init__(self, params: Iterable, lr: float = 0.77, prior_strength: float = 1.25e-5,
+                 prior: float | torch.Tensor = 0.0, prior_direction: str = "towards", ratio_eps: float = 1e-10,
+                 sample_reduction: str = "mean"):
+        defaults = dict(lr=lr, prior_strength=prior_strength, prior=prior, prior_direction=prior_direction,
+                        ratio_eps=ratio_eps, sample_reduction=sample_reduction)
         super().__init__(params, defaults)
+
+    def _check_group(self, group):
+        prior_sign(group["prior_direction"])
+        group["lr"] = check_number("lr", group["lr"], low=0, low_inclusive=False)
+        group["prior_strength"] = check_number("prior_strength", group["prior_strength"], low=0)
+        group["ratio_eps"] = check_number("ratio_eps", group["ratio_eps"], low=0)
+        if group["sample_reduction"] not in SAMPLE_REDUCTIONS:
+            raise ValueError(f"sample_reduction must be one of {SAMPLE_REDUCTIONS}, got {group['sample_reduction']!r}")
+        if not isinstance(group["prior"], torch.Tensor):
+            group["prior"] = check_number("prior", group["prior"])
+        for p in group["params"]:
+            check_prior("prior", group["prior"], p)
+
+    def _init_state(self, p, group):
+        prior = check_prior("prior", group["prior"], p)
+        self.state[p]["prior"] = prior.expand_as(p).clone(memory_format=torch.contiguous_format)
+        keep_relaxed_samples(p)
+
+    def __setstate__(self, state):
+        """Restored or copied optimizers ask their parameters' layers for samples again."""
+        super().__setstate__(state)
         for group in self.param_groups:
             for p in group["params"]:
-                self.state[p]["prior"] = torch.full_like(p, prior, memory_format=torch.contiguous_format)
+                keep_relaxed_samples(p)
 
     @torch.no_grad()
     def reset_prior(self) -> None:
@@ -181,18 +278,23 @@ class BayesBiNN(Optimizer):
             for p in group["params"]:
                 self.state[p]["prior"].copy_(p)
 
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Clear the gradients and drop the relaxed samples recorded for them."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                take_relaxed_samples(p)
+        super().zero_grad(set_to_none=set_to_none)
+
     @torch.no_grad()
     def step(self, closure=None):
         """One BayesBiNN step from ``p.grad`` (parameters without a gradient are left unchanged)."""
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = run_closure(closure)
         for group in self.param_groups:
             for p in group["params"]:
+                samples = take_relaxed_samples(p)
                 if p.grad is None:
                     continue
-                bayesbinn_update_(p, p.grad, lr=group["lr"], prior_strength=group["prior_strength"],
-                                  prior=self.state[p]["prior"],
-                                  prior_direction=group.get("prior_direction", "towards"))
+                grad_mu = relaxed_mu_gradient(p, p.grad, samples, group["ratio_eps"], group["sample_reduction"])
+                bayesbinn_update_(p, grad_mu, lr=group["lr"], prior_strength=group["prior_strength"],
+                                  prior=self.state[p]["prior"], prior_direction=group["prior_direction"])
         return loss

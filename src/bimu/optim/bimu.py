@@ -19,11 +19,12 @@ larger ``eta`` than de-consolidation. ``1 - tanh^2`` is used, never ``cosh``, so
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 
 import torch
-from torch.optim import Optimizer
+
+from bimu.optim._base import BimuOptimizer, run_closure
+from bimu.optim._checks import check_number, check_prior
 
 
 def bimu_learning_rate(
@@ -61,38 +62,41 @@ def bimu_update_(
     return eta
 
 
-def _check_positive(name: str, value: float, allow_zero: bool = False) -> float:
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number, got {value!r}") from None
-    ok = value >= 0 if allow_zero else value > 0
-    if not ok or not math.isfinite(value):
-        bound = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"{name} must be finite and {bound}, got {value}")
-    return value
-
-
-class BiMU(Optimizer):
+class BiMU(BimuOptimizer):
     """Binary Metaplasticity from Uncertainty (Algorithm 1 with the appendix's scaled objective).
 
     ``p.grad`` is read as ``dL/dlambda`` (for :class:`bimu.nn.BernoulliLinear` parameters, autograd
-    through the relaxation gives exactly ``mean_k dL/dw_k (1 - w_k^2) / T``).
+    through the relaxation gives exactly ``sum_k dL/dw_k (1 - w_k^2) / T``).
 
     Args:
-        params: the natural parameters (iterable of tensors or parameter groups).
+        params: the natural parameters (iterable of tensors or parameter groups; a group may set any
+            of the hyperparameters below, ``prior`` included).
         lr: ``gamma``, scaling the data term.
         lr_max: ``alpha_max``, the largest step size.
         likelihood_multiplier: ``beta_L``.
         kl_multiplier: ``beta_KL`` (0 allowed: no stability/forgetting terms).
         memory_window: ``N``, the forgetting horizon in updates.
-        prior: ``lambda_prior``; a float, or one tensor per parameter (a single tensor if there is
-            one parameter), each broadcastable to its parameter.
-        skip_unlabelled: a step whose gradients are all zero or ``None`` (an unqueried example)
-            leaves ``lambda`` unchanged, forgetting term included, but counts the example as seen.
+        prior: ``lambda_prior``: a float (kept in the param group), a tensor that broadcasts to every
+            parameter of the group, or a sequence of one such tensor per parameter (tensors are kept
+            per parameter in ``state[p]["prior"]``, with the group's ``prior`` set to ``None``).
+        skip_unlabelled: when no parameter has a non-zero gradient (an unqueried example), a group
+            with ``skip_unlabelled`` leaves ``lambda`` unchanged, forgetting term included; the example
+            is counted as seen either way.
 
-    The counters ``updates_applied`` and ``examples_seen`` survive ``state_dict()``.
+    The counters ``examples_seen`` (steps) and ``updates_applied`` (steps that moved some group) live
+    in the state of the first parameter, as ``torch.optim.LBFGS`` keeps its global counters, so
+    ``state_dict()`` carries them with the priors and the groups' hyperparameters.
+
+    >>> import torch
+    >>> a, b = torch.nn.Parameter(torch.zeros(2)), torch.nn.Parameter(torch.zeros(1))
+    >>> opt = BiMU([a], memory_window=10.0)
+    >>> opt.add_param_group({"params": [b], "prior": 2.0, "lr_max": 0.5})
+    >>> a.grad, b.grad = torch.tensor([0.1, -0.1]), torch.zeros(1)
+    >>> opt.step(); opt.updates_applied, opt.examples_seen, b.item() > 0   # b pulled towards its prior
+    (1, 1, True)
     """
+
+    _spread_prior = False  # only while the constructor hands out one prior tensor per parameter
 
     def __init__(
         self,
@@ -105,44 +109,62 @@ class BiMU(Optimizer):
         prior: float | torch.Tensor | Sequence[torch.Tensor] = 0.0,
         skip_unlabelled: bool = True,
     ):
-        defaults = dict(
-            lr=_check_positive("lr", lr),
-            lr_max=_check_positive("lr_max", lr_max),
-            likelihood_multiplier=_check_positive("likelihood_multiplier", likelihood_multiplier),
-            kl_multiplier=_check_positive("kl_multiplier", kl_multiplier, allow_zero=True),
-            memory_window=_check_positive("memory_window", memory_window),
-        )
+        defaults = dict(lr=lr, lr_max=lr_max, likelihood_multiplier=likelihood_multiplier,
+                        kl_multiplier=kl_multiplier, memory_window=memory_window, prior=prior,
+                        skip_unlabelled=skip_unlabelled)
+        self._spread_prior = not isinstance(prior, (int, float, torch.Tensor))
+        if self._spread_prior:  # one tensor per parameter, in order across the groups that take it
+            self._pending_priors = list(prior)
+            defaults["prior"] = None
         super().__init__(params, defaults)
-        self.skip_unlabelled = bool(skip_unlabelled)
-        self.updates_applied = 0
-        self.examples_seen = 0
-        all_params = [p for g in self.param_groups for p in g["params"]]
-        self._priors = self._resolve_prior(prior, all_params)
+        if self._spread_prior and self._pending_priors:
+            raise ValueError(f"prior must give one tensor per parameter, got {len(self._pending_priors)} "
+                             f"more than the parameters")
+        del self._spread_prior  # the class default (False) again
+        self.__dict__.pop("_pending_priors", None)
+        self.defaults["prior"] = 0.0 if defaults["prior"] is None else defaults["prior"]
+        first = self.param_groups[0]["params"][0]
+        self.state[first].setdefault("examples_seen", 0)
+        self.state[first].setdefault("updates_applied", 0)
 
-    @staticmethod
-    def _resolve_prior(prior, params):
+    def _check_group(self, group):
+        for name in ("lr", "lr_max", "likelihood_multiplier", "memory_window"):
+            group[name] = check_number(name, group[name], low=0, low_inclusive=False)
+        group["kl_multiplier"] = check_number("kl_multiplier", group["kl_multiplier"], low=0)
+        group["skip_unlabelled"] = bool(group["skip_unlabelled"])
+        prior, params = group["prior"], group["params"]
+        if prior is None and self._spread_prior:
+            if len(self._pending_priors) < len(params):
+                raise ValueError(f"prior must give one tensor per parameter, got "
+                                 f"{len(self._pending_priors)} for the {len(params)} parameters left")
+            prior, self._pending_priors = self._pending_priors[:len(params)], self._pending_priors[len(params):]
+        elif prior is None:
+            raise ValueError("prior must be a number, a tensor or one tensor per parameter, got None")
         if isinstance(prior, (int, float)):
-            if not math.isfinite(float(prior)):
-                raise ValueError(f"prior must be finite, got {prior}")
-            return [float(prior)] * len(params)
+            group["prior"] = check_number("prior", prior)
+            return
         if isinstance(prior, torch.Tensor):
-            prior = [prior]
+            prior = [prior] * len(params)
         prior = list(prior)
         if len(prior) != len(params):
             raise ValueError(f"prior must give one tensor per parameter ({len(params)}), got {len(prior)}")
-        out = []
-        for i, (pr, p) in enumerate(zip(prior, params)):
-            pr = torch.as_tensor(pr, dtype=p.dtype, device=p.device)
-            try:
-                torch.broadcast_shapes(pr.shape, p.shape)
-            except RuntimeError:
-                raise ValueError(
-                    f"prior {i} of shape {tuple(pr.shape)} does not broadcast to parameter shape {tuple(p.shape)}"
-                ) from None
-            if not torch.isfinite(pr).all():
-                raise ValueError(f"prior {i} holds non-finite values")
-            out.append(pr)
-        return out
+        prior = [check_prior(f"prior {i}", pr, p) for i, (pr, p) in enumerate(zip(prior, params))]
+        for p, pr in zip(params, prior):
+            self.state[p]["prior"] = pr
+        group["prior"] = None
+
+    def _counters(self) -> dict:
+        return self.state[self.param_groups[0]["params"][0]]
+
+    @property
+    def examples_seen(self) -> int:
+        """Steps taken (every example seen, queried or not)."""
+        return int(self._counters().get("examples_seen", 0))
+
+    @property
+    def updates_applied(self) -> int:
+        """Steps that moved ``lambda`` in some group."""
+        return int(self._counters().get("updates_applied", 0))
 
     @property
     def update_rate(self) -> float:
@@ -152,47 +174,29 @@ class BiMU(Optimizer):
     @torch.no_grad()
     def step(self, closure=None):
         """One BiMU step from the current ``p.grad``; returns the closure's loss if given."""
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        self.examples_seen += 1
-        if self.skip_unlabelled:
-            has_grad = any(
-                p.grad is not None and bool(p.grad.any()) for g in self.param_groups for p in g["params"]
-            )
-            if not has_grad:
-                return loss
-        idx = 0
+        loss = run_closure(closure)
+        counters = self._counters()
+        counters["examples_seen"] = counters.get("examples_seen", 0) + 1
+        has_grad = any(p.grad is not None and bool(p.grad.any()) for g in self.param_groups for p in g["params"])
+        updated = False
         for group in self.param_groups:
+            if not has_grad and group["skip_unlabelled"]:
+                continue
             for p in group["params"]:
-                prior = self._priors[idx]
-                idx += 1
+                prior = group["prior"] if group["prior"] is not None else self.state[p]["prior"]
                 grad = p.grad if p.grad is not None else torch.zeros_like(p)
-                bimu_update_(
-                    p,
-                    grad,
-                    lr=group["lr"],
-                    lr_max=group["lr_max"],
-                    likelihood_multiplier=group["likelihood_multiplier"],
-                    kl_multiplier=group["kl_multiplier"],
-                    memory_window=group["memory_window"],
-                    prior=prior,
-                )
-        self.updates_applied += 1
+                bimu_update_(p, grad, lr=group["lr"], lr_max=group["lr_max"],
+                             likelihood_multiplier=group["likelihood_multiplier"],
+                             kl_multiplier=group["kl_multiplier"], memory_window=group["memory_window"],
+                             prior=prior)
+            updated = True
+        if updated:
+            counters["updates_applied"] = counters.get("updates_applied", 0) + 1
         return loss
 
-    def state_dict(self):
-        """The optimizer state plus the two counters."""
-        state = super().state_dict()
-        state["counters"] = {"updates_applied": self.updates_applied, "examples_seen": self.examples_seen}
-        return state
-
-    def load_state_dict(self, state_dict):
-        """Restore the state and counters written by :meth:`state_dict`."""
-        state_dict = dict(state_dict)
+    def _upgrade_state_dict(self, state_dict):
+        """A state dict of the layout that kept the counters beside ``state`` (and the priors outside)."""
         counters = state_dict.pop("counters", None)
-        super().load_state_dict(state_dict)
-        if counters is not None:
-            self.updates_applied = int(counters["updates_applied"])
-            self.examples_seen = int(counters["examples_seen"])
+        if counters is not None and state_dict["param_groups"]:
+            first = state_dict["param_groups"][0]["params"][0]
+            state_dict["state"].setdefault(first, {}).update(counters)

@@ -26,11 +26,12 @@ Gaussian; ``|sigma|`` is used in the clip bound.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import torch
-from torch.optim import Optimizer
 
+from bimu.nn.gaussian import gaussian_partner
+from bimu.optim._base import BimuOptimizer, run_closure
 from bimu.optim._checks import check_number
 
 
@@ -51,47 +52,70 @@ def mesu_update_(mu: torch.Tensor, sigma: torch.Tensor, grad_mu: torch.Tensor, g
     return mu, sigma
 
 
-class MESU(Optimizer):
-    """The MESU update over ``(mu, sigma)`` pairs (see the module docstring).
+def _pair_indices(params: Sequence[torch.Tensor]) -> list[list[int]]:
+    """``[[i_mu, i_sigma], ...]`` within one group, from the layers' :func:`bimu.nn.pair_gaussian` declarations."""
+    position = {id(p): i for i, p in enumerate(params)}
+    pairs = []
+    for i, p in enumerate(params):
+        found = gaussian_partner(p)
+        if found is None:
+            raise ValueError(f"parameter {i} of the group (shape {tuple(p.shape)}) is neither the mu nor the "
+                             f"sigma of a declared Gaussian: bimu.nn.GaussianLinear declares its own, other "
+                             f"layers call bimu.nn.pair_gaussian(mu, sigma)")
+        role, partner = found
+        if id(partner) not in position:
+            raise ValueError(f"parameter {i} of the group is a {role} whose partner is not in the same param "
+                             f"group: MESU updates mu and sigma together")
+        if role == "mu":
+            pairs.append([i, position[id(partner)]])
+    return pairs
+
+
+class MESU(BimuOptimizer):
+    """The MESU update of Gaussian mean-field parameters (see the module docstring).
 
     Args:
-        pairs: iterable of ``(mu, sigma)`` parameter pairs of the same shape (e.g.
-            :meth:`bimu.nn.GaussianMLP.pairs`); their ``.grad`` are ``dC/dmu`` and ``dC/dsigma``.
+        params: ordinary parameters or param groups holding, for every Gaussian, its ``mu`` and its
+            ``sigma`` (``model.parameters()`` of a :class:`bimu.nn.GaussianMLP`); each parameter's
+            role and partner come from the layers' :func:`bimu.nn.pair_gaussian` declarations, and
+            the pairs found are kept in the group as ``mu_sigma`` (index pairs). Their ``.grad`` are
+            ``dC/dmu`` and ``dC/dsigma``.
         lr_mu, lr_sigma: ``alpha_mu``, ``alpha_sigma`` (> 0).
         sigma_prior: prior standard deviation (> 0).
         mu_prior: prior mean.
         memory_window: ``N`` (> 0), in updates.
         clamp_grad: gradients are clipped to ``+-clamp_grad / |sigma|`` (> 0).
+
+    A group may set any of these (its own prior, say). MESU keeps no state besides its groups.
+
+    >>> import torch
+    >>> from bimu.nn import GaussianLinear
+    >>> layer = GaussianLinear(3, 2)
+    >>> opt = MESU(layer.parameters(), memory_window=100.0)
+    >>> opt.param_groups[0]["mu_sigma"]          # mu_weight/sigma_weight, mu_bias/sigma_bias
+    [[0, 1], [2, 3]]
     """
 
-    def __init__(self, pairs: Iterable, lr_mu: float = 1.6, lr_sigma: float = 2.1, sigma_prior: float = 0.3,
+    def __init__(self, params: Iterable, lr_mu: float = 1.6, lr_sigma: float = 2.1, sigma_prior: float = 0.3,
                  mu_prior: float = 0.0, memory_window: float = 600_000.0, clamp_grad: float = 0.36):
-        pairs = [tuple(pair) for pair in pairs]
-        for i, pair in enumerate(pairs):
-            if len(pair) != 2 or pair[0].shape != pair[1].shape:
-                raise ValueError(f"pairs[{i}] must be a (mu, sigma) pair of equal shapes")
-        if not pairs:
-            raise ValueError("pairs must not be empty")
-        defaults = dict(
-            lr_mu=check_number("lr_mu", lr_mu, low=0, low_inclusive=False),
-            lr_sigma=check_number("lr_sigma", lr_sigma, low=0, low_inclusive=False),
-            sigma_prior=check_number("sigma_prior", sigma_prior, low=0, low_inclusive=False),
-            mu_prior=check_number("mu_prior", mu_prior),
-            memory_window=check_number("memory_window", memory_window, low=0, low_inclusive=False),
-            clamp_grad=check_number("clamp_grad", clamp_grad, low=0, low_inclusive=False),
-        )
-        super().__init__([p for pair in pairs for p in pair], defaults)
+        defaults = dict(lr_mu=lr_mu, lr_sigma=lr_sigma, sigma_prior=sigma_prior, mu_prior=mu_prior,
+                        memory_window=memory_window, clamp_grad=clamp_grad)
+        super().__init__(params, defaults)
+
+    def _check_group(self, group):
+        for name in ("lr_mu", "lr_sigma", "sigma_prior", "memory_window", "clamp_grad"):
+            group[name] = check_number(name, group[name], low=0, low_inclusive=False)
+        group["mu_prior"] = check_number("mu_prior", group["mu_prior"])
+        group["mu_sigma"] = _pair_indices(group["params"])
 
     @torch.no_grad()
     def step(self, closure=None):
         """One MESU step; a pair whose two gradients are both ``None`` is left unchanged."""
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = run_closure(closure)
         for group in self.param_groups:
             params = group["params"]
-            for mu, sigma in zip(params[0::2], params[1::2]):
+            for i, j in group["mu_sigma"]:
+                mu, sigma = params[i], params[j]
                 if mu.grad is None and sigma.grad is None:
                     continue
                 g_mu = mu.grad if mu.grad is not None else torch.zeros_like(mu)

@@ -31,8 +31,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import torch
-from torch.optim import Optimizer
 
+from bimu.optim._base import BimuOptimizer, run_closure
 from bimu.optim._checks import check_number
 
 
@@ -65,12 +65,12 @@ def metaplastic_adam_update_(w: torch.Tensor, grad: torch.Tensor, exp_avg: torch
     return w - before
 
 
-class MetaplasticAdam(Optimizer):
+class MetaplasticAdam(BimuOptimizer):
     """Adam with the metaplastic attenuation of updates that shrink ``|W_h|`` (module docstring).
 
     Args:
-        params: hidden weights and/or parameter groups; a group may set its own ``metaplasticity``
-            (e.g. 0 for batch-norm parameters).
+        params: hidden weights and/or parameter groups; a group may set any hyperparameter below
+            (e.g. ``metaplasticity`` 0 for batch-norm parameters).
         lr: Adam step size (> 0).
         metaplasticity: ``m`` (>= 0).
         betas: Adam's ``(beta1, beta2)``, each in [0, 1).
@@ -78,39 +78,39 @@ class MetaplasticAdam(Optimizer):
         weight_decay: L2 coefficient added to the gradient (>= 0).
         decoupled_weight_decay: apply ``weight_decay`` AdamW-style instead.
 
-    The moments and the step count live in ``state[p]``, are created at construction (so the
-    training-state memory is fixed from the start) and survive ``state_dict()``.
+    The moments and the step count live in ``state[p]``, are created when a parameter is added (at
+    construction or by ``add_param_group``, so the training-state memory is fixed from the start)
+    and survive ``state_dict()``.
     """
 
     def __init__(self, params: Iterable, lr: float = 3.7e-5, metaplasticity: float = 7.2,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
                  decoupled_weight_decay: bool = False):
-        if len(tuple(betas)) != 2:
-            raise ValueError(f"betas must hold two numbers, got {betas!r}")
-        defaults = dict(
-            lr=check_number("lr", lr, low=0, low_inclusive=False),
-            metaplasticity=check_number("metaplasticity", metaplasticity, low=0),
-            betas=(check_number("beta1", betas[0], low=0, high=1, high_inclusive=False),
-                   check_number("beta2", betas[1], low=0, high=1, high_inclusive=False)),
-            eps=check_number("eps", eps, low=0, low_inclusive=False),
-            weight_decay=check_number("weight_decay", weight_decay, low=0),
-            decoupled_weight_decay=bool(decoupled_weight_decay),
-        )
+        defaults = dict(lr=lr, metaplasticity=metaplasticity, betas=betas, eps=eps, weight_decay=weight_decay,
+                        decoupled_weight_decay=decoupled_weight_decay)
         super().__init__(params, defaults)
-        for group in self.param_groups:
-            check_number("metaplasticity", group["metaplasticity"], low=0)
-            for p in group["params"]:
-                self.state[p]["step"] = 0
-                self.state[p]["exp_avg"] = torch.zeros_like(p, memory_format=torch.contiguous_format)
-                self.state[p]["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.contiguous_format)
+
+    def _check_group(self, group):
+        group["lr"] = check_number("lr", group["lr"], low=0, low_inclusive=False)
+        group["metaplasticity"] = check_number("metaplasticity", group["metaplasticity"], low=0)
+        betas = tuple(group["betas"])
+        if len(betas) != 2:
+            raise ValueError(f"betas must hold two numbers, got {group['betas']!r}")
+        group["betas"] = (check_number("beta1", betas[0], low=0, high=1, high_inclusive=False),
+                          check_number("beta2", betas[1], low=0, high=1, high_inclusive=False))
+        group["eps"] = check_number("eps", group["eps"], low=0, low_inclusive=False)
+        group["weight_decay"] = check_number("weight_decay", group["weight_decay"], low=0)
+        group["decoupled_weight_decay"] = bool(group["decoupled_weight_decay"])
+
+    def _init_state(self, p, group):
+        self.state[p]["step"] = 0
+        self.state[p]["exp_avg"] = torch.zeros_like(p, memory_format=torch.contiguous_format)
+        self.state[p]["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.contiguous_format)
 
     @torch.no_grad()
     def step(self, closure=None):
-        """One step for every parameter with a gradient."""
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        """One step for every parameter with a gradient; returns the closure's loss if given."""
+        loss = run_closure(closure)
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
             for p in group["params"]:

@@ -100,6 +100,12 @@ class OnlineEWC:
         """Every persistent tensor (Fisher, anchor, running accumulator), for memory accounting."""
         return [*self.fisher, *self.anchor, *self.fisher_accumulator]
 
+    def to(self, device: torch.device | str):
+        """Move every persistent tensor to ``device``; returns ``self``."""
+        for key in ("fisher", "anchor", "fisher_accumulator"):
+            setattr(self, key, [t.to(device) for t in getattr(self, key)])
+        return self
+
     def state_dict(self) -> dict[str, Any]:
         """Copies of the Fisher, anchor and accumulator, and the counters."""
         return {"fisher": [t.clone() for t in self.fisher], "anchor": [t.clone() for t in self.anchor],

@@ -96,6 +96,12 @@ class SynapticIntelligence:
         """Every persistent tensor (Omega, anchor, running path integral), for memory accounting."""
         return [*self.omega, *self.anchor, *self.path_integral]
 
+    def to(self, device: torch.device | str):
+        """Move every persistent tensor to ``device``; returns ``self``."""
+        for key in ("omega", "anchor", "path_integral"):
+            setattr(self, key, [t.to(device) for t in getattr(self, key)])
+        return self
+
     def state_dict(self) -> dict[str, Any]:
         """Copies of Omega, the anchor and the path integral, and the task counter."""
         return {"omega": [t.clone() for t in self.omega], "anchor": [t.clone() for t in self.anchor],
