@@ -206,3 +206,17 @@ def test_the_walk_finds_cycles_upward_and_lazy_imports(tmp_path):
 ])
 def test_layer_of_a_module(module, expected):
     assert layer(module) == expected
+
+
+ROOT = SRC.parent
+
+
+def test_every_results_folder_is_cited_and_holds_no_raw_logs():
+    import subprocess
+
+    tracked = subprocess.run(["git", "ls-files", "results"], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout.split()
+    docs = "\n".join(p.read_text() for p in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))])
+    folders = sorted({f.split("/")[1] for f in tracked if f.count("/") >= 2})
+    assert folders and [f for f in folders if f"results/{f}" not in docs] == []
+    assert [f for f in tracked if f.endswith(".log")] == []
