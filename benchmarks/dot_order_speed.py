@@ -12,7 +12,7 @@ scalar (``ss``) float instructions, and checks that the engine's bits equal the 
 
 The same for evaluation's register-blocked kernel :func:`bimu.engine.dots.dot4x2` (two weight rows
 by four examples, each sum in ``dot8``'s order): against the same blocking compiled with ``reassoc``
-(the engine's kernel before 2026-11-27), on one evaluation block's first layer (100 rows by 32 examples
+(the order LLVM's vectoriser chooses), on one evaluation block's first layer (100 rows by 32 examples
 of 784 inputs), checking that every engine sum has ``dot8``'s bits.
 
     python benchmarks/dot_order_speed.py [--reps 100] [--repeats 7]

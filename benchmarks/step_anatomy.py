@@ -9,7 +9,7 @@ MNIST, batch size 1, one thread, CPU time):
 - ``no hash``: the uniform from ``(i K + k) * key`` (one multiply) instead of the hash;
 - ``no division``: ``w = numerator * denominator`` instead of ``numerator / denominator``;
 - ``neither``: both;
-- ``reassoc sums``: the kernel before 2026-11-27, whose K pre-activations were accumulators of the
+- ``reassoc sums``: a kernel whose K pre-activations are accumulators of the
   sampling loop vectorised with ``reassoc`` (the same arithmetic with a machine-dependent summation
   order; the real kernel sums each sample row with ``dot8`` after the loop, the same bits everywhere).
 
@@ -44,7 +44,7 @@ _SAMPLE_ONE = "    one = as_like(1.0, lr_[0])\n"
 
 
 def reassoc_sums(src: str) -> str:
-    """The sampling loop as it was before 2026-11-27: each pre-activation a scalar accumulator of the
+    """The sampling loop with each pre-activation a scalar accumulator of the
     loop, which only ``reassoc`` lets LLVM vectorise, in an order of its choosing (same arithmetic, other
     rounding of the sums; the real kernel sums the K fresh sample rows with ``dot_rows`` after the loop,
     in ``dot8``'s order)."""

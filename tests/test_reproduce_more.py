@@ -216,8 +216,8 @@ def test_rows_option_runs_only_the_named_rows(tmp_path, capsys):
 
 
 def test_active_learning_rows_run_on_the_engine_asked_for(tmp_path, monkeypatch):
-    """--engine reaches each active-learning run (animals-al --engine torch used to train with the fused
-    engine) and is recorded in its config.json; --engine auto records none, as its runs always had."""
+    """--engine reaches each active-learning run (animals-al --engine torch trains with torch) and is
+    recorded in its config.json; --engine auto records none, so earlier auto runs are reused."""
     import bimu.experiments.sweep as sweep
 
     asked = []

@@ -195,8 +195,9 @@ def test_engine_selection(monkeypatch):
         runner.make_method(cfg.replace(engine="fused"), SIZES, 0, hp)
     fake.supports = lambda name, sizes, hparams: False
     fake.create_fused = lambda *a: None
+    fake.why_unsupported = lambda name, sizes, hparams: "a reason"
     assert runner.make_method(cfg, SIZES, 0, hp)[1] == "torch"
-    with pytest.raises(ValueError, match="does not support"):
+    with pytest.raises(ValueError, match="does not support .*hyperparameters: a reason; use engine"):
         runner.make_method(cfg.replace(engine="fused"), SIZES, 0, hp)
     made = []
     fake.supports = lambda name, sizes, hparams: True

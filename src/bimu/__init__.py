@@ -1,15 +1,24 @@
 """bimu: active continual learning with metaplastic binary Bayesian neural networks.
 
-The package is laid out as a map of the paper (Cottart, Ballet, Bonnet and Querlioz, ICML 2026):
+The package is laid out as a map of the paper (Cottart, Ballet, Bonnet and Querlioz, ICML 2026),
+lowest layer first (a module imports only its own layer and lower ones; ``tests/test_layout.py``):
 
+- :mod:`bimu.atomic`, :mod:`bimu.rng`, :mod:`bimu.paper`, :mod:`bimu.rundir` - atomic writes, the
+  counter-based random numbers, the paper's quoted numbers and method names, run directories;
 - :mod:`bimu.nn` - Bernoulli binary layers, activations, the paper's networks, MC prediction;
 - :mod:`bimu.optim` - update rules (BiMU and the baselines), one per file;
-- :mod:`bimu.uncertainty` - entropies, mutual information, variation ratio;
+- :mod:`bimu.uncertainty`, :mod:`bimu.metrics` - entropies, mutual information, variation ratio;
+  accuracy matrices, MMRR, BWT, AUC;
+- :mod:`bimu.regularizers` - Online EWC and Synaptic Intelligence penalties;
 - :mod:`bimu.methods` - the registry mapping method names to networks and update rules;
+- :mod:`bimu.engine` - the fused compiled online loop and ``build_method`` (fused engine or PyTorch);
+- :mod:`bimu.data` - benchmarks and their registry;
 - :mod:`bimu.active` - acquisition scores, thresholding, budget controller, streaming learner;
-- :mod:`bimu.data`, :mod:`bimu.metrics`, :mod:`bimu.experiments`, :mod:`bimu.report`;
-- :mod:`bimu.engine` - the fused compiled online loop;
-- :mod:`bimu.edge` - bit-packed inference and export.
+- :mod:`bimu.edge` - bit-packed inference and export;
+- :mod:`bimu.report` - tables and plots from run directories;
+- :mod:`bimu.experiments` - the online stream loop, the runner and sweeps;
+- :mod:`bimu.reproduce`, :mod:`bimu.tune` - the paper's tables and figures; hyperparameter search;
+- :mod:`bimu.cli` (and each subpackage's ``cli`` module) - the ``bimu`` command.
 """
 
 __version__ = "0.1.0"

@@ -46,16 +46,6 @@ def accuracy(predictions, labels) -> float:
     return float((p == y).mean())
 
 
-def final_row(R) -> np.ndarray:
-    """Accuracies after the last task (``R[-1]``)."""
-    return _matrix(R)[-1]
-
-
-def just_trained(R) -> np.ndarray:
-    """Accuracy of each task right after training on it (the diagonal)."""
-    return np.diagonal(_matrix(R)).copy()
-
-
 def last_k_mean(R, k: int = 5) -> float:
     """Mean accuracy after the whole stream on the last ``k`` tasks (the paper's main metric).
 

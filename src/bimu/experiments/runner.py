@@ -10,7 +10,6 @@ of the same configuration. A failing seed records ``error.txt`` and the others g
 
 from __future__ import annotations
 
-import math
 import sys
 import traceback
 from collections.abc import Mapping, Sequence
@@ -237,8 +236,3 @@ def run_experiment(config: RunConfig, *, progress: bool | None = None, log=None,
             log(f"seed {seed} FAILED: {type(e).__name__}: {e} (traceback in {rd.path / 'error.txt'})")
             failed.append(seed)
     return results, (1 if failed else 0)
-
-
-def is_finite(v) -> bool:
-    """Whether ``v`` is a finite number."""
-    return isinstance(v, (int, float)) and math.isfinite(v)

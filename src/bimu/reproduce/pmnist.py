@@ -42,7 +42,7 @@ BAYESBINN_VARIANTS = (
     ("BayesBiNN, paper's prior sign", "bayesbinn-away", {"prior_direction": "away"},
      "prior_direction=away: the sign of the prior term in the paper's runs (compatibility switch)"),
     ("BayesBiNN, exact ratio", "bayesbinn-exact-ratio", {"ratio_eps": 0.0},
-     "ratio_eps=0: the exact mu-gradient ratio, without Meng et al.'s eps (bimu's BayesBiNN before 0424c67)"),
+     "ratio_eps=0: the exact mu-gradient ratio, without Meng et al.'s eps"),
 )
 """The memory-window table's BayesBiNN rows: ``(label, slug, overrides, note)``; all against the paper's
 BayesBiNN numbers."""
