@@ -89,12 +89,14 @@ def _state(out, engine):
             ledger["asked"].tolist(), ledger["task"].tolist())
 
 
-# 11 kills over the 3-task stream, a third of them inside a checkpoint write (temporary file written,
-# not yet in place) or between the checkpoint and the metrics; each process starts from what the last
-# one left. Every process but the last must die by SIGKILL.
+# 11 kills over the 3-task stream (24 examples a task), each process starting from what the last one
+# left: while the lock is held before training, mid-task (three tasks), inside a checkpoint write
+# (temporary file written, not yet in place: tasks 1 and 3), between the checkpoint and the metrics,
+# while a resume rewrites the metrics, before the matrix, before the summary. Every process but the
+# last must die by SIGKILL.
 KILLS = [("after:config.json", 1), ("predict", 10), ("before:checkpoint.pt", 1), ("after:checkpoint.pt", 1),
-         ("before:metrics.jsonl", 1), ("predict", 3), ("before:accuracy_matrix.npy", 2),
-         ("after:checkpoint.pt", 1), ("predict", 20), ("before:checkpoint.pt", 1), ("before:summary.json", 1)]
+         ("before:metrics.jsonl", 1), ("predict", 3), ("before:accuracy_matrix.npy", 2), ("predict", 20),
+         ("before:checkpoint.pt", 1), ("after:checkpoint.pt", 1), ("before:summary.json", 1)]
 
 
 def _kill_chain(out, engine, kills, report):

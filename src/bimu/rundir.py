@@ -251,6 +251,8 @@ class RunDir:
                         os.link(tmp, lock)
                     except FileExistsError:
                         continue
+                    except OSError:  # a file system without hard links: the flock above serialises claims
+                        os.rename(tmp, lock)
                 return
         raise RunDirRefused(f"could not lock {self.path}: its .lock keeps changing")
 
