@@ -11,7 +11,8 @@ import torch
 
 from bimu.experiments import runner
 from bimu.experiments.config import RunConfig
-from bimu.rundir import RunDir, seed_dir
+from bimu.process import Owner, start_time
+from bimu.rundir import RunDir, RunDirRefused, seed_dir
 from bimu.experiments.runner import run_experiment
 from bimu.experiments.schedule import EvalSchedule
 from bimu.experiments.stream import eval_generator, run_stream
@@ -169,9 +170,8 @@ def test_failing_seed_is_isolated_and_exit_code_nonzero(tmp_path):
     # a completed seed is not rerun; a changed configuration is refused for that directory
     res2, _ = run_experiment(cfg.replace(seeds=[0]), progress=False, log=lambda s: None)
     assert res2[0].get("skipped")
-    _, code3 = run_experiment(cfg.replace(seeds=[0], overrides={"memory_window": 5}), progress=False,
-                              log=logs.append)
-    assert code3 == 1 and any("different configuration" in s for s in logs)
+    with pytest.raises(RunDirRefused, match="holds a run with a different configuration"):
+        run_experiment(cfg.replace(seeds=[0], overrides={"memory_window": 5}), progress=False, log=logs.append)
     # a run made before a hyperparameter existed (absent from its config.json) is the same run as
     # that hyperparameter at its default: reused, not refused
     cfg_file = RunDir(seed_dir(tmp_path, "fake-test", "bimu", 0)).file("config.json")
@@ -180,9 +180,10 @@ def test_failing_seed_is_isolated_and_exit_code_nonzero(tmp_path):
     cfg_file.write_text(json.dumps(stored))
     res4, code4 = run_experiment(cfg.replace(seeds=[0]), progress=False, log=lambda s: None)
     assert code4 == 0 and res4[0].get("skipped")
-    _, code5 = run_experiment(cfg.replace(seeds=[0], overrides={"memory_window": removed + 1}), progress=False,
-                              log=logs.append)
-    assert code5 == 1
+    with pytest.raises(RunDirRefused):
+        run_experiment(cfg.replace(seeds=[0], overrides={"memory_window": removed + 1}), progress=False,
+                       log=logs.append)
+    assert not RunDir(seed_dir(tmp_path, "fake-test", "bimu", 0)).exists("error.txt")  # refused: left untouched
 
 
 def test_engine_selection(monkeypatch):
@@ -268,15 +269,25 @@ def test_equivalent_spellings_of_a_config_resume_the_same_directory(tmp_path):
     assert code == 0 and res[0].get("skipped")
 
 
+def _lock_of(pid, start=None):
+    """A ``.lock`` text naming ``pid`` on this host, in this boot (with ``start``, its start time)."""
+    me = Owner.current()
+    return Owner(me.host, pid, start, me.boot).dumps()
+
+
+def _dead_pid():
+    return int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True).stdout)
+
+
 def test_run_directory_lock(tmp_path):
     rd = RunDir(tmp_path / "x")
     rd.acquire_lock()
     rd.acquire_lock()  # re-entrant for the same process
-    (rd.path / ".lock").write_text("1")  # pid 1 is alive: another process holds it
-    with pytest.raises(RuntimeError, match="in use by process 1"):
+    (rd.path / ".lock").write_text(_lock_of(1, start_time(1)))  # pid 1 as it runs: another process holds it
+    with pytest.raises(RunDirRefused, match="in use by process 1;"):
         rd.acquire_lock()
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    (rd.path / ".lock").write_text(dead.stdout.strip())  # a dead process's lock is taken over
+    (rd.path / ".lock").write_text(_lock_of(_dead_pid()))  # a dead process's lock is taken over
     rd.acquire_lock()
     rd.release_lock()
     assert not (rd.path / ".lock").exists()
@@ -286,14 +297,14 @@ def test_lock_holder_is_read_in_one_place(tmp_path):
     rd = RunDir(tmp_path / "x")
     assert rd.lock_pid() is None and not rd.locked_by_live_process()  # no lock
     rd.acquire_lock()
-    assert rd.lock_pid() == os.getpid() and rd.locked_by_live_process()
+    assert rd.lock_pid() == os.getpid() and rd.locked_by_live_process() and rd.lock_owner() == Owner.current()
     (rd.path / ".lock").write_text("not a pid")
     assert rd.lock_pid() is None and not rd.locked_by_live_process()  # unreadable: nobody holds it
     rd.acquire_lock()  # and it is taken over
     assert rd.lock_pid() == os.getpid()
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    (rd.path / ".lock").write_text(dead.stdout.strip())
-    assert rd.lock_pid() == int(dead.stdout) and not rd.locked_by_live_process()
+    dead = _dead_pid()
+    (rd.path / ".lock").write_text(_lock_of(dead))
+    assert rd.lock_pid() == dead and not rd.locked_by_live_process()
     rd.release_lock()  # not ours: left alone
     assert (rd.path / ".lock").exists()
 

@@ -6,6 +6,7 @@ import os
 import pytest
 
 from bimu.cli import main
+from bimu.process import Owner, start_time
 from bimu.rundir import RunDir, seed_dir
 from bimu.rundir import find_run_dirs
 from bimu.experiments.status import format_status, seed_status
@@ -22,7 +23,8 @@ def _run(root, method, seed, tasks=5, done=0, *, rate=1000.0, seconds=2.0, compl
     if error:
         rd.write_error(f"Traceback (most recent call last):\n  ...\n{error}\n")
     if lock_pid is not None:
-        rd.file(".lock").write_text(str(lock_pid))
+        me = Owner.current()
+        rd.file(".lock").write_text(Owner(me.host, lock_pid, start_time(lock_pid), me.boot).dumps())
     return rd.path
 
 

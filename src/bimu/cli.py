@@ -4,8 +4,8 @@
 Subcommands that live in other subpackages are modules listed in :data:`COMMAND_MODULES`, each with
 ``add_parser(subparsers)``.
 
-Exit codes: 0 success, 1 a seed failed (the others completed), 2 bad configuration or data,
-130 interrupted.
+Exit codes: 0 success, 1 a seed failed (the others completed), 2 bad configuration or data (or a run
+directory that holds another run or is in use), 130 interrupted (Ctrl-C), 143 terminated (SIGTERM).
 """
 
 from __future__ import annotations
@@ -142,9 +142,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _err(str(e))
     try:
         results, code = run_experiment(config, progress=args.progress)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         print("bimu: interrupted; run the same command again to resume", file=sys.stderr)
-        return 130
+        return getattr(e, "exit_code", 130)
     except (ValueError, FileNotFoundError, RuntimeError) as e:
         return _err(str(e))
     from bimu.report.tables import group_runs, load_run, markdown_table

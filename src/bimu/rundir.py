@@ -16,6 +16,7 @@ and fsynced, then ``os.replace``-d over the target, so a crash leaves either the
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import math
@@ -23,13 +24,14 @@ import os
 import platform
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from bimu.atomic import atomic_write_bytes, atomic_write_text
+from bimu.atomic import atomic_write_bytes, atomic_write_text, owned_temp
+from bimu.process import Owner, pid_alive  # noqa: F401 - pid_alive is used from here by bimu.tune
 
 CONFIG = "config.json"
 ENVIRONMENT = "environment.json"
@@ -40,6 +42,32 @@ SUMMARY = "summary.json"
 CHECKPOINT = "checkpoint.pt"
 ERROR = "error.txt"
 LOCK = ".lock"
+
+
+class RunDirRefused(RuntimeError):
+    """This command may not use the run directory: it holds another run (configuration, engine,
+    stream), a checkpoint that cannot be resumed exactly, or another live process runs it. The command
+    stops, and writes no ``error.txt`` there (the directory is not this command's to mark failed)."""
+
+
+@contextlib.contextmanager
+def _serialised(path: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on the directory ``path`` (released when the block ends, or when the
+    process dies); a file system without ``flock`` runs the block unserialised."""
+    try:
+        import fcntl
+        fd = os.open(path, os.O_RDONLY)
+    except (ImportError, OSError):
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            pass
+        yield
+    finally:
+        os.close(fd)
 
 
 def seed_dir(out: str | os.PathLike, benchmark: str, method: str, seed: int) -> Path:
@@ -197,45 +225,72 @@ class RunDir:
             pass
 
     def acquire_lock(self) -> None:
-        """Claim the directory for this process (``.lock`` holding the pid).
+        """Claim the directory for this process: ``.lock`` names it (:class:`~bimu.process.Owner`: host,
+        pid, start time, boot id).
 
-        Raises RuntimeError if another live process holds it; a lock left by a dead process (e.g.
-        after ``kill -9``) is taken over.
+        The lock appears with its owner already in it (written to a temporary file, then hard-linked
+        into place, which fails if a lock exists), so no reader ever sees an empty lock, and claims are
+        serialised by an exclusive ``flock`` on the directory, so two processes never both take over a
+        stale lock. Re-entrant for the same process. Raises :class:`RunDirRefused` if another live
+        process holds it; a lock of a dead process (after ``kill -9``), of an earlier boot, of a live
+        process that is not the one that wrote it (a reused pid), or one that names no owner is taken over.
         """
         self.path.mkdir(parents=True, exist_ok=True)
+        me = Owner.current()
         lock = self.file(LOCK)
-        for _ in range(2):
-            try:
-                fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-            except FileExistsError:
-                pid = self.lock_pid()
-                if pid and pid != os.getpid() and pid_alive(pid):
-                    raise RuntimeError(f"{self.path} is in use by process {pid}; wait for it or stop it") from None
-                lock.unlink(missing_ok=True)
-                continue
-            with os.fdopen(fd, "w") as f:
-                f.write(str(os.getpid()))
-            return
-        raise RuntimeError(f"could not lock {self.path}")
+        with _serialised(self.path):
+            for _ in range(3):
+                owner = self.check_lock(me)
+                if owner == me:
+                    return
+                if lock.exists() or lock.is_symlink():
+                    lock.unlink(missing_ok=True)  # stale: its owner is gone
+                with owned_temp(self.path, LOCK) as tmp:
+                    tmp.write_text(me.dumps() + "\n", encoding="utf-8")
+                    try:
+                        os.link(tmp, lock)
+                    except FileExistsError:
+                        continue
+                    except OSError:  # a file system without hard links: the flock above serialises claims
+                        os.rename(tmp, lock)
+                return
+        raise RunDirRefused(f"could not lock {self.path}: its .lock keeps changing")
 
-    def lock_pid(self) -> int | None:
-        """The pid written in ``.lock``, or ``None`` when there is no readable lock (the process named
-        may have died: see :meth:`locked_by_live_process`)."""
+    def check_lock(self, me: Owner | None = None) -> Owner | None:
+        """Raise :class:`RunDirRefused` if a live process other than ``me`` (this process) holds ``.lock``;
+        else return the lock's owner (``None`` if none)."""
+        me = me or Owner.current()
+        owner = self.lock_owner()
+        if owner is not None and owner != me and owner.alive():
+            where = "" if owner.is_local() else f" on host {owner.host}"
+            raise RunDirRefused(f"{self.path} is in use by process {owner.pid}{where}; wait for it or stop it")
+        return owner
+
+    def lock_owner(self) -> Owner | None:
+        """The process named in ``.lock`` (it may have died: see :meth:`locked_by_live_process`), or
+        ``None`` when there is no lock or it names no owner."""
         try:
-            return int(self.file(LOCK).read_text().strip() or 0) or None
-        except (OSError, ValueError):
+            return Owner.parse(self.file(LOCK).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError):
             return None
 
+    def lock_pid(self) -> int | None:
+        """The pid of :meth:`lock_owner` (``None`` when there is no readable lock)."""
+        owner = self.lock_owner()
+        return None if owner is None else owner.pid
+
     def locked_by_live_process(self) -> bool:
-        """Whether a process that is still alive holds ``.lock`` (a run in progress)."""
-        pid = self.lock_pid()
-        return pid is not None and pid_alive(pid)
+        """Whether the process that wrote ``.lock`` still runs (a run in progress; see
+        :meth:`bimu.process.Owner.alive`)."""
+        owner = self.lock_owner()
+        return owner is not None and owner.alive()
 
     def release_lock(self) -> None:
-        """Remove this process's ``.lock``."""
+        """Remove ``.lock`` if this process holds it."""
         try:
-            if self.lock_pid() == os.getpid():
-                self.file(LOCK).unlink(missing_ok=True)
+            with _serialised(self.path):
+                if self.lock_owner() == Owner.current():
+                    self.file(LOCK).unlink(missing_ok=True)
         except OSError:
             pass
 
@@ -258,14 +313,3 @@ def matrix_csv(R) -> str:
             cells[j] = f"{row[j]:.6f}"
         lines.append(",".join(cells))
     return "\n".join(lines) + "\n"
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether a process ``pid`` exists on this host (one owned by another user counts as alive)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -19,6 +19,9 @@ from __future__ import annotations
 import numpy as np
 
 
+_COUNTERS = ("labels_queried", "backward_passes", "weight_writes", "forward_passes", "examples_seen")
+
+
 class Accounting:
     """Counters of one active run, and the per-example query record."""
 
@@ -110,6 +113,29 @@ class Accounting:
                 "last_quarter": share(pos >= 75),
             }
         return out
+
+    def state_dict(self) -> dict:
+        """The counters and the per-example record (tensors), for a checkpoint."""
+        import torch
+
+        return {"counters": {k: getattr(self, k) for k in _COUNTERS},
+                "asked": torch.as_tensor(self._asked, dtype=torch.bool),
+                "task": torch.as_tensor(self._task, dtype=torch.int64)}
+
+    def load_state_dict(self, state) -> None:
+        """Restore what :meth:`state_dict` saved.
+
+        >>> a = Accounting(); a.record_bulk_updates(3, task=1); b = Accounting(); b.load_state_dict(a.state_dict())
+        >>> b.as_dict() == a.as_dict(), b.task_quarters() == a.task_quarters()
+        (True, True)
+        """
+        counters = state["counters"]
+        if set(counters) != set(_COUNTERS) or len(state["asked"]) != len(state["task"]):
+            raise ValueError("active-learning ledger state is malformed")
+        for k in _COUNTERS:
+            setattr(self, k, int(counters[k]))
+        self._asked = [bool(v) for v in state["asked"].tolist()]
+        self._task = [int(v) for v in state["task"].tolist()]
 
     def as_dict(self) -> dict:
         """The counters and the overall query fraction."""

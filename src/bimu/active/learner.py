@@ -105,6 +105,23 @@ class Acquisition:
         value = float(score_values(self.strategy, probs)[0])
         return self.rule.ask_continuous(value), value, self.rule.tau
 
+    def state_dict(self) -> dict:
+        """The rule (to check a resumed run uses the same) and the random querying generator's state.
+        The budget controller keeps no memory: it reads the ledger's counters, saved with the learner."""
+        state = {"rule": self.describe(), "mc_samples": self.mc_samples}
+        if self.strategy == "random":
+            state["generator"] = self.generator.get_state()
+        return state
+
+    def load_state_dict(self, state) -> None:
+        """Restore :meth:`state_dict`; ValueError if it is another rule's."""
+        if state.get("rule") != self.describe() or state.get("mc_samples") != self.mc_samples:
+            raise ValueError(f"the saved active-learning state is for {state.get('rule')!r} with "
+                             f"K={state.get('mc_samples')}, this learner queries with {self.describe()!r} "
+                             f"and K={self.mc_samples}")
+        if self.strategy == "random":
+            self.generator.set_state(state["generator"])
+
     def describe(self) -> str:
         """Short label such as ``vr@0.2``, ``vr budget=0.03^0.5``, ``random p=0.1``, ``all``."""
         if self.strategy == "all":
@@ -202,6 +219,28 @@ class ActiveLearner:
         else:
             self.ledger.record_unpredicted_update(self.task)
         self._pending = None
+
+    def state_dict(self) -> dict:
+        """Everything a resumed stream needs to go on exactly: the acquisition's state, the query
+        generator's state, the ledger (counters and per-example record) and the current task."""
+        state = {"acquisition": self.acquisition.state_dict(), "ledger": self.ledger.state_dict(),
+                 "query_generator": self.query_generator.get_state(), "task": self.task,
+                 "pending": self._pending, "last_score": self.last_score, "last_tau": self.last_tau}
+        if self.query_generator.device.type != "cpu":
+            state["query_generator_device"] = self.query_generator.device.type
+        return state
+
+    def load_state_dict(self, state) -> None:
+        """Restore :meth:`state_dict` (ValueError if it is another acquisition's). A query generator saved
+        on another device type than the method's is restored there, then follows the method."""
+        self.acquisition.load_state_dict(state["acquisition"])
+        saved = state.get("query_generator_device", "cpu")
+        if self.query_generator.device.type != saved:
+            self.query_generator = torch.Generator(device=saved)
+        self.query_generator.set_state(state["query_generator"])
+        self.ledger.load_state_dict(state["ledger"])
+        self.task, self._pending = state["task"], state["pending"]
+        self.last_score, self.last_tau = state["last_score"], state["last_tau"]
 
     def __repr__(self) -> str:
         return f"ActiveLearner({type(self.method).__name__}, {self.acquisition!r})"

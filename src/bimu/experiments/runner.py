@@ -4,13 +4,17 @@
 the benchmark (:func:`make_benchmark`), the method on the fused engine or in PyTorch
 (:func:`make_method`), the active learner in active mode (:func:`make_learner`), then the stream
 (:func:`bimu.experiments.stream.run_stream`) with its checkpoints, resuming a directory that holds one
-of the same configuration. A failing seed records ``error.txt`` and the others go on;
+of the same configuration (and refusing one of another). A failing seed records ``error.txt`` and the
+others go on;
 :func:`preflight` makes every check that can fail before training.
 """
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -19,7 +23,7 @@ import torch
 
 from bimu.engine.build import build_method
 from bimu.experiments.config import RunConfig
-from bimu.rundir import CONFIG, ENVIRONMENT, SUMMARY, RunDir, environment_info, seed_dir
+from bimu.rundir import CONFIG, ENVIRONMENT, SUMMARY, RunDir, RunDirRefused, environment_info, seed_dir
 from bimu.experiments.stream import run_stream
 
 
@@ -110,24 +114,10 @@ def run_seed(config: RunConfig, seed: int, *, progress: bool | None = None, log=
     method, engine = make_method(config, sizes, seed, hparams)
     learner = make_learner(method, config)
     resolved = resolved_config(config, sizes, preset, hparams, note, engine)
-    if rd.exists(CONFIG):
-        old = rd.read_json(CONFIG)
-        # preset and overrides are compared through the resolved hyperparameters
-        skip = ("resolved", "preset", "overrides", *_non_semantic())
-        old_sem = {k: v for k, v in old.items() if k not in skip}
-        new_sem = {k: v for k, v in _roundtrip(resolved).items() if k not in skip}
-        if old_sem != new_sem or not same_hparams(old.get("resolved", {}).get("hparams"), _roundtrip(hparams),
-                                                  method.hyperparameters):
-            diff = sorted(k for k in set(old_sem) | set(new_sem) if old_sem.get(k) != new_sem.get(k))
-            raise ValueError(f"{rd.path} holds a run with a different configuration (differs in {diff or ['hparams']}); "
-                             "use another --out or remove that directory")
-        if old.get("resolved", {}).get("engine") not in (None, engine) and rd.exists("checkpoint.pt"):
-            raise ValueError(f"{rd.path} was run with engine {old['resolved']['engine']!r}, now {engine!r}; "
-                             "pass --engine to match or use another --out")
-        if rd.exists(SUMMARY) and rd.read_json(SUMMARY).get("complete"):
-            log(f"seed {seed}: already complete in {rd.path}")
-            return {"R": rd.read_matrix(), "records": rd.read_metrics(), "summary": rd.read_json(SUMMARY),
-                    "run_dir": str(rd.path), "skipped": True}
+    if check_run_dir(rd, resolved, hparams, method.hyperparameters, engine):
+        log(f"seed {seed}: already complete in {rd.path}")
+        return {"R": rd.read_matrix(), "records": rd.read_metrics(), "summary": rd.read_json(SUMMARY),
+                "run_dir": str(rd.path), "skipped": True}
     if note:
         log(f"note: {note}")
     rd.acquire_lock()
@@ -136,6 +126,31 @@ def run_seed(config: RunConfig, seed: int, *, progress: bool | None = None, log=
                            on_task_end)
     finally:
         rd.release_lock()
+
+
+def check_run_dir(rd: RunDir, resolved: Mapping[str, Any], hparams: Mapping[str, Any],
+                  declared: Mapping[str, Any], engine: str) -> bool:
+    """Whether ``rd`` holds this run complete; raises :class:`~bimu.rundir.RunDirRefused` if it holds a run of
+    another configuration or engine, or another live process runs it (``resolved``: the ``config.json``
+    this run writes; ``declared``: the method's hyperparameter declarations)."""
+    if rd.exists(CONFIG):
+        old = rd.read_json(CONFIG)
+        # preset and overrides are compared through the resolved hyperparameters
+        skip = ("resolved", "preset", "overrides", *_non_semantic())
+        old_sem = {k: v for k, v in old.items() if k not in skip}
+        new_sem = {k: v for k, v in _roundtrip(resolved).items() if k not in skip}
+        if old_sem != new_sem or not same_hparams(old.get("resolved", {}).get("hparams"), _roundtrip(hparams),
+                                                  declared):
+            diff = sorted(k for k in set(old_sem) | set(new_sem) if old_sem.get(k) != new_sem.get(k))
+            raise RunDirRefused(f"{rd.path} holds a run with a different configuration (differs in "
+                                f"{diff or ['hparams']}); use another --out or remove that directory")
+        if old.get("resolved", {}).get("engine") not in (None, engine) and rd.exists("checkpoint.pt"):
+            raise RunDirRefused(f"{rd.path} was run with engine {old['resolved']['engine']!r}, now {engine!r}; "
+                                "pass --engine to match or use another --out")
+        if rd.exists(SUMMARY) and rd.read_json(SUMMARY).get("complete"):
+            return True
+    rd.check_lock()
+    return False
 
 
 def _run_locked(config, seed, rd, bench, method, engine, learner, resolved, preset, progress, log, on_task_end):
@@ -198,14 +213,19 @@ def _roundtrip(obj):
 
 def preflight(config: RunConfig) -> None:
     """Every check that can fail before training: config names, hyperparameters, data files, engine,
-    active-learning availability. Raises ValueError / FileNotFoundError / RuntimeError naming the problem."""
+    active-learning availability, and that every seed's run directory may be used (:func:`check_run_dir`).
+    Raises ValueError / FileNotFoundError / RuntimeError naming the problem."""
     config.validate()
-    preset, hparams, _ = config.resolve_hparams()
+    preset, hparams, note = config.resolve_hparams()
     bench = make_benchmark(config, config.seeds[0])
     sizes = [bench.n_features, *config.hidden_widths(), bench.n_classes]
-    make_method(config, sizes, config.seeds[0], hparams)
+    method, engine = make_method(config, sizes, config.seeds[0], hparams)
     if config.active is not None:
         make_acquisition(config)
+    resolved = resolved_config(config, sizes, preset, hparams, note, engine)
+    for seed in config.seeds:
+        check_run_dir(RunDir(seed_dir(config.out, config.benchmark, config.method, seed)), resolved, hparams,
+                      method.hyperparameters, engine)
 
 
 def run_experiment(config: RunConfig, *, progress: bool | None = None, log=None,
@@ -213,12 +233,19 @@ def run_experiment(config: RunConfig, *, progress: bool | None = None, log=None,
     """Run every seed of ``config``; returns ``(results by seed, exit code)``.
 
     Exit code 0 if every seed completed, 1 if any failed (its traceback is in ``error.txt`` of its
-    directory and the other seeds still ran). A KeyboardInterrupt stops the run (completed tasks stay
-    checkpointed) and propagates.
+    directory and the other seeds still ran). A run directory this run may not use
+    (:class:`~bimu.rundir.RunDirRefused`) stops the whole run, leaving that directory untouched. A
+    KeyboardInterrupt, or SIGTERM (raised as :class:`Terminated`), stops the run (completed tasks stay
+    checkpointed, the lock is released) and propagates.
     """
     log = log or (lambda s: print(s, file=sys.stderr, flush=True))
     torch.set_num_threads(config.threads)
-    preflight(config)
+    with sigterm_interrupts():
+        preflight(config)
+        return _run_seeds(config, progress, log, on_task_end)
+
+
+def _run_seeds(config, progress, log, on_task_end):
     results: dict[int, dict[str, Any]] = {}
     failed = []
     for seed in config.seeds:
@@ -226,6 +253,8 @@ def run_experiment(config: RunConfig, *, progress: bool | None = None, log=None,
             results[seed] = run_seed(config, seed, progress=progress, log=log, on_task_end=on_task_end)
         except KeyboardInterrupt:
             log(f"seed {seed}: interrupted; completed tasks are checkpointed, run the same command to resume")
+            raise
+        except RunDirRefused:
             raise
         except Exception as e:  # noqa: BLE001 - one seed failing must not stop the others
             rd = RunDir(seed_dir(config.out, config.benchmark, config.method, seed))
@@ -236,3 +265,28 @@ def run_experiment(config: RunConfig, *, progress: bool | None = None, log=None,
             log(f"seed {seed} FAILED: {type(e).__name__}: {e} (traceback in {rd.path / 'error.txt'})")
             failed.append(seed)
     return results, (1 if failed else 0)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM stopped the run (handled as an interrupt: completed tasks stay checkpointed, the run
+    directory's lock is released); ``exit_code`` is 143, the shell's code for SIGTERM."""
+
+    exit_code = 128 + signal.SIGTERM
+
+
+@contextlib.contextmanager
+def sigterm_interrupts():
+    """Within the block, SIGTERM raises :class:`Terminated` (in the main thread only: elsewhere signals
+    cannot be handled); the previous handler comes back after it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise Terminated("terminated (SIGTERM)")
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -2,7 +2,8 @@
 
 For every seed directory under the given paths: its state (``complete``, ``running`` while a live
 process holds its lock, ``failed`` with an ``error.txt``, ``stopped`` part way, ``not started``), tasks
-done out of the stream's, the accuracy right after the last task, the recent training rate (median
+done out of the stream's (the tasks of ``metrics.jsonl``, which the runner writes after the checkpoint,
+so they are never more than a resume will keep), the accuracy right after the last task, the recent training rate (median
 over the last :data:`RECENT_TASKS` tasks) and the time it still needs at that rate. The total says
 how much single-core work is left, which is what a resumed sitting has to plan for.
 

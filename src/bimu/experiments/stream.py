@@ -51,7 +51,7 @@ import torch
 
 from bimu import metrics
 from bimu.experiments.progress import Progress
-from bimu.rundir import RunDir
+from bimu.rundir import RunDir, RunDirRefused
 from bimu.experiments.schedule import EvalSchedule
 
 CHECKPOINT_FORMAT = 1
@@ -263,10 +263,13 @@ def run_stream(benchmark, method, schedule: EvalSchedule | None = None, *, seed:
                on_task_end: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Train ``method`` online on ``benchmark``'s tasks; returns the result dict (see module docs).
 
-    With ``run_dir``, each completed task is checkpointed and ``metrics.jsonl`` / the accuracy
-    matrix rewritten atomically; if the directory holds a checkpoint the stream resumes after its
-    last completed task. ``learner`` (an ``ActiveLearner``) switches to active mode: per example
-    ``pred, ask = learner.predict_one(x)`` and ``learner.learn_one(x, y)`` only when asked.
+    With ``run_dir``, each completed task is checkpointed (method state, learner state, records),
+    then ``metrics.jsonl`` and the accuracy matrix are rewritten, each atomically: after a kill they
+    hold the checkpoint's tasks or one task fewer, never more. If the directory holds a checkpoint the
+    stream resumes after its last completed task, first rewriting metrics and matrix from it.
+    ``learner`` (an ``ActiveLearner``) switches to active mode: per example
+    ``pred, ask = learner.predict_one(x)`` and ``learner.learn_one(x, y)`` only when asked; its state
+    (query generator, acquisition, ledger) is checkpointed and restored with the method's.
     ``on_task_end(task)`` is called after each task is saved (tests use it to inject a crash).
     """
     schedule = schedule or EvalSchedule()
@@ -289,14 +292,20 @@ def run_stream(benchmark, method, schedule: EvalSchedule | None = None, *, seed:
         ckpt = rd.load_checkpoint()
         if ckpt is not None:
             if ckpt.get("format") != CHECKPOINT_FORMAT or ckpt.get("n_tasks") != n:
-                raise ValueError(f"{rd.path}: checkpoint is for a different stream "
+                raise RunDirRefused(f"{rd.path}: checkpoint is for a different stream "
                                  f"(format {ckpt.get('format')}, n_tasks {ckpt.get('n_tasks')}); use a new --out")
+            if learner is not None and (ckpt.get("learner_state") is None or not hasattr(learner, "load_state_dict")):
+                raise RunDirRefused(f"{rd.path}: the checkpoint holds no active-learning state (query generator, "
+                                 "ledger), so this run cannot resume exactly; use a new --out")
             method.load_state_dict(ckpt["method_state"])
-            if learner is not None and ckpt.get("learner_state") is not None and hasattr(learner, "load_state_dict"):
+            if learner is not None:
                 learner.load_state_dict(ckpt["learner_state"])
             R = np.asarray(ckpt["R"], dtype=np.float64).copy()
             records = list(ckpt["records"])
             start = int(ckpt["task"]) + 1
+            # the checkpoint is the record of progress: metrics and matrix say what it holds
+            rd.write_metrics(records)
+            rd.write_matrix(R)
             log(f"resuming {rd.path} after task {start} of {n}")
 
     bar = Progress(n, progress, desc=f"seed {seed} ")
@@ -333,15 +342,15 @@ def run_stream(benchmark, method, schedule: EvalSchedule | None = None, *, seed:
             rec["active"].update(queried_in_task=done.asked, online_accuracy=done.online_correct / max(steps, 1))
         records.append(rec)
         bar.end_task(R[t, t])
-        if rd is not None:
-            rd.write_metrics(records)
-            rd.write_matrix(R)
+        if rd is not None:  # the checkpoint first: metrics and matrix never claim a task it does not hold
             state = {"format": CHECKPOINT_FORMAT, "task": t, "n_tasks": n, "method_state": method.state_dict(),
                      "R": R, "records": records,
                      "learner_state": learner.state_dict() if learner is not None and hasattr(learner, "state_dict")
                      else None}
             state.update(extra_state or {})
             rd.save_checkpoint(state)
+            rd.write_metrics(records)
+            rd.write_matrix(R)
         log(f"seed {seed} task {t + 1}/{n}: acc {100 * R[t, t]:.2f}% right after training, "
             f"{rec['steps_per_s']:.0f} steps/s"
             + ("" if rec["ood_auc"] is None else ", OOD AUC " + " ".join(
