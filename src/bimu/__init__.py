@@ -3,8 +3,9 @@
 The package is laid out as a map of the paper (Cottart, Ballet, Bonnet and Querlioz, ICML 2026),
 lowest layer first (a module imports only its own layer and lower ones; ``tests/test_layout.py``):
 
-- :mod:`bimu.atomic`, :mod:`bimu.rng`, :mod:`bimu.paper`, :mod:`bimu.rundir` - atomic writes, the
-  counter-based random numbers, the paper's quoted numbers and method names, run directories;
+- :mod:`bimu.atomic`, :mod:`bimu.process`, :mod:`bimu.rng`, :mod:`bimu.paper`, :mod:`bimu.rundir` -
+  atomic writes, process identities (lock owners), the counter-based random numbers, the paper's quoted
+  numbers and method names, run directories;
 - :mod:`bimu.nn` - Bernoulli binary layers, activations, the paper's networks, MC prediction;
 - :mod:`bimu.optim` - update rules (BiMU and the baselines), one per file;
 - :mod:`bimu.uncertainty`, :mod:`bimu.metrics` - entropies, mutual information, variation ratio;
