@@ -80,6 +80,10 @@ def reproduce(name: str, opts: Options, log=None) -> tuple[Table, dict[str, Path
     if opts.scale not in SCALES:
         raise ValueError(f"--scale must be one of {SCALES}, got {opts.scale!r}")
     check_jobs(opts.jobs)
+    if opts.scheduler is not None:
+        from bimu.experiments.distributed import check_scheduler
+
+        check_scheduler(opts.scheduler)
     if opts.stream_repeats != 1 and not entry.repeatable_stream:
         raise ValueError(f"--stream-repeats applies to the active-learning entries "
                          f"({', '.join(sorted(e for e in ENTRIES if ENTRIES[e].repeatable_stream))}), not {name!r}")
