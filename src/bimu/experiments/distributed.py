@@ -87,7 +87,8 @@ def submit_all(address: str, calls: Sequence[tuple[str, Callable, tuple]], log: 
     """Each ``(key, fn, args)`` of ``calls`` as one task of the Dask scheduler at ``address`` (``fn`` and
     ``args`` picklable); returns ``{key: (ok, host, value or failure message)}``. Prints the scheduler,
     its dashboard, the workers and how many calls were submitted and ``done`` already first; a failed
-    task is logged with its key and the others go on. ``shared`` is the folder every worker must see."""
+    task is logged with its key and the others go on. ``shared`` is the folder every worker must see
+    (made here when missing)."""
     log = log or (lambda s: print(s, file=sys.stderr, flush=True))
     address = check_address(address)
     client = connect(address)
@@ -98,7 +99,10 @@ def submit_all(address: str, calls: Sequence[tuple[str, Callable, tuple]], log: 
         log(f"dask: scheduler {address}, dashboard {client.dashboard_link}, {n_workers} worker"
             f"{'s' if n_workers != 1 else ''}; {len(calls)} run{'s' if len(calls) != 1 else ''} submitted "
             f"({done} already done)")
-        shared_s = None if shared is None else str(Path(shared).resolve())
+        shared_s = None
+        if shared is not None:  # made here, so that a worker that does not see it is told so
+            Path(shared).mkdir(parents=True, exist_ok=True)
+            shared_s = str(Path(shared).resolve())
         futures = {client.submit(_remote, fn, tuple(args), shared_s, key=f"bimu-{key}-{os.getpid()}-{i}",
                                  pure=False): key for i, (key, fn, args) in enumerate(calls)}
         out: dict[str, tuple[bool, str, object]] = {}
