@@ -59,8 +59,8 @@ def main(argv=None) -> int:
     print(f"{args.entry} --scale {args.scale}, {seeds} seed{'s' if seeds != 1 else ''}"
           f"{'' if rows is None else ', rows ' + ' '.join(rows)}; load {load0:.1f} -> {load1:.1f} "
           f"on {os.cpu_count()} cores")
-    print(f"1 worker : {t1:8.1f} s")
-    print(f"2 workers: {t2:8.1f} s")
+    print(f"1 worker : {t1:8.2f} s")
+    print(f"2 workers: {t2:8.2f} s")
     print(f"speedup  : {t1 / t2:8.2f}x")
     if table1 != table2:
         print("the two tables differ", file=sys.stderr)

@@ -29,6 +29,8 @@ class LoopbackCluster:
         self.port = free_port()
         self.address = f"tcp://127.0.0.1:{self.port}"
         self.env = dict(os.environ, **(env or {}))
+        tests = str(Path(__file__).resolve().parent)  # workers unpickle functions of the test modules
+        self.env["PYTHONPATH"] = os.pathsep.join(p for p in (tests, self.env.get("PYTHONPATH")) if p)
         self.procs: list[subprocess.Popen] = []
         self.n_workers = n_workers
         self.worker_env = worker_env or {}

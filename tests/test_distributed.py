@@ -51,3 +51,17 @@ def test_bad_addresses_fail_in_one_line_before_any_work():
     with pytest.raises(ValueError, match=r"^--scheduler: no Dask scheduler answered at tcp://127.0.0.1:9 within"):
         run_jobs([Job("a", int, ("0",))], scheduler="127.0.0.1:9")
     assert check_address("localhost:8786") == "tcp://localhost:8786"
+
+
+def test_a_threshold_sweep_on_the_cluster_gives_the_local_rows(cluster):
+    import json
+
+    from test_active_sweep import HP, toy_benchmark
+
+    from bimu.experiments.sweep import sweep
+
+    kw = dict(scores=["vr", "random"], grids={"vr": [0.1], "random": [0.3]}, seeds=[0, 1], mc_samples=4, hparams=HP)
+    local = sweep(toy_benchmark(n_tasks=1, n=40), "bimu", **kw)
+    remote = sweep(None, "bimu", **kw, scheduler=cluster.address, load=(toy_benchmark, (1, 40)))
+    assert len(remote) == 2 * 3
+    assert json.dumps(remote, sort_keys=True) == json.dumps(local, sort_keys=True)

@@ -59,7 +59,8 @@ def _matrix(out: Path, seed: int) -> bytes:
 @needs_mnist
 def test_a_killed_worker_run_resumes_on_a_worker_with_the_same_numbers(cluster, tmp_path):
     out = tmp_path / "runs"
-    proc = subprocess.Popen([sys.executable, "-m", "bimu", *RUN, "--tasks", "6", "--seeds", "0", "1",
+    long = ["--tasks", "20", "--train-limit", "1000"]  # long enough to be caught between two checkpoints
+    proc = subprocess.Popen([sys.executable, "-m", "bimu", *RUN, *long, "--seeds", "0", "1",
                              "--scheduler", cluster.address, "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     killed = None
@@ -85,7 +86,7 @@ def test_a_killed_worker_run_resumes_on_a_worker_with_the_same_numbers(cluster, 
     assert env["resumed"] is True  # continued from its checkpoint, not started again
     assert json.loads((d / "summary.json").read_text())["complete"] is True
     local = tmp_path / "local"
-    r = bimu(*RUN, "--tasks", "6", "--seeds", seed, "--out", local)
+    r = bimu(*RUN, *long, "--seeds", seed, "--out", local)
     assert r.returncode == 0, r.stderr
     assert _matrix(out, seed) == _matrix(local, seed)
 
