@@ -113,6 +113,10 @@ def test_a_bad_scheduler_address_is_one_line_before_any_work(tmp_path):
         r = bimu(*args, "--scheduler", "127.0.0.1:9", "--out", tmp_path / "o")
         assert r.returncode == 2 and r.stderr.count("\n") == 1
         assert "no Dask scheduler answered at tcp://127.0.0.1:9" in r.stderr
+    for args in (["sweep-threshold", "animals-ti"], ["tune", "blobs", "--method", "bimu", "--evaluator", "synthetic"]):
+        r = bimu(*args, "--scheduler", "http://x:1", "--out", tmp_path / "o")
+        assert r.returncode == 2
+        assert r.stderr.count("\n") == 1 and "'http://x:1' is not a Dask scheduler address" in r.stderr
     assert not (tmp_path / "o").exists()
 
 

@@ -112,8 +112,8 @@ def share_runs(rows: list[Row], other_entry: str, other_rows: list[Row]) -> list
 @dataclasses.dataclass
 class Options:
     """What ``bimu reproduce`` was asked: seeds, scale, output folder, engine, data dir, threads, parallel
-    jobs (or the Dask scheduler) and, for the feature-benchmark entries, the benchmark (``None``: the entry's default) and, for
-    the active-learning entries, how many times each task's stream is repeated."""
+    jobs (or the Dask scheduler) and, for the feature-benchmark entries, the benchmark (``None``: the
+    entry's default) and, for the active-learning entries, how many times each task's stream is repeated."""
 
     seeds: tuple[int, ...] = (0,)
     scale: str = "full"
