@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from bimu.active.learner import make_acquisition
 
@@ -62,7 +63,8 @@ def load_benchmark(benchmark: str, data_dir, cache_dir, n_features, split: str, 
 
 
 def _spec(args) -> tuple:
-    return (args.benchmark, args.data_dir, args.cache_dir, args.n_features or None, args.split, args.stream_repeats)
+    data_dir = None if args.data_dir is None else str(Path(args.data_dir).resolve())  # the same on every worker
+    return (args.benchmark, data_dir, args.cache_dir, args.n_features or None, args.split, args.stream_repeats)
 
 
 def _load(args):

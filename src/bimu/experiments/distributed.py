@@ -11,8 +11,11 @@ Install the extra with ``pip install -e ".[dask]"``; start a cluster with ``dask
 ``dask worker ADDRESS --nthreads 1`` (one run per worker process), or with dask-jobqueue on Slurm/PBS
 (docs/distributed.md).
 
-A task reports ``(exit code, host, message)``; a task whose worker lacks the shared folder fails with
-a message naming it, and the other tasks go on.
+:func:`submit_all` sends ``(key, function, arguments)`` calls and prints the start line (scheduler,
+dashboard, workers, runs submitted and already done); :func:`run_jobs_on` runs jobs that return an exit
+code, :func:`map_on` calls whose values come back (a threshold sweep's rows), :func:`run_seeds_on` the
+seeds of ``bimu run``. A task whose worker lacks the shared folder or the data fails with a message
+naming it, and the other tasks go on. Relative ``--out`` and ``--data-dir`` are made absolute first.
 """
 
 from __future__ import annotations
@@ -143,6 +146,8 @@ def map_on(address: str, fn: Callable, args_list: Sequence[tuple], keys: Sequenc
     if failed:
         raise RuntimeError(f"{len(failed)} of {len(keys)} runs failed on the cluster: {', '.join(failed)}")
     return [results[k][2] for k in keys]
+
+
 def run_seeds_on(address: str, config, log: Callable[[str], None] | None = None) -> tuple[dict[int, dict], int]:
     """``bimu run --scheduler ADDRESS``: every seed of ``config`` (a
     :class:`~bimu.experiments.config.RunConfig`) as one task of the Dask scheduler at ``address``, the
@@ -154,11 +159,13 @@ def run_seeds_on(address: str, config, log: Callable[[str], None] | None = None)
     from bimu.rundir import seed_dir
 
     check_scheduler(address)
+    config = config.replace(out=str(Path(config.out).resolve()),  # the same paths on every worker
+                            data_dir=None if config.data_dir is None else str(Path(config.data_dir).resolve()))
     preflight(config)
     todo = [s for s in config.seeds if not is_complete(config, s)]
     module = benchmark_module(config.benchmark)
     jobs = [Job(f"seed-{s}", run_config_job, (config.replace(seeds=[s]).to_dict(), False, module)) for s in todo]
-    codes = run_jobs_on(address, jobs, log, shared=config.out, done=len(config.seeds) - len(todo)) if jobs else {}
+    codes = run_jobs_on(address, jobs, log, shared=config.out, done=len(config.seeds) - len(todo))
     results = {s: {"run_dir": str(seed_dir(config.out, config.benchmark, config.method, s))}
                for s in config.seeds if is_complete(config, s)}
     return results, max(codes.values(), default=0)
