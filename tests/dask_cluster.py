@@ -20,15 +20,20 @@ def free_port() -> int:
 
 class LoopbackCluster:
     """``dask scheduler`` on a free loopback port and ``n_workers`` ``dask worker`` processes (one thread
-    each, with a nanny that restarts a killed worker). Logs go to ``folder``."""
+    each, with a nanny that restarts a killed worker; ``worker_env["wI"]`` is added to worker I's environment).
+    The scheduler gives a worker one task per thread (``worker-saturation`` 1.0). Logs go to ``folder``."""
 
-    def __init__(self, folder: Path, n_workers: int = 2, env: dict | None = None):
+    def __init__(self, folder: Path, n_workers: int = 2, env: dict | None = None,
+                 worker_env: dict[str, dict] | None = None):
         self.folder = Path(folder)
         self.port = free_port()
         self.address = f"tcp://127.0.0.1:{self.port}"
         self.env = dict(os.environ, **(env or {}))
+        tests = str(Path(__file__).resolve().parent)  # workers unpickle functions of the test modules
+        self.env["PYTHONPATH"] = os.pathsep.join(p for p in (tests, self.env.get("PYTHONPATH")) if p)
         self.procs: list[subprocess.Popen] = []
         self.n_workers = n_workers
+        self.worker_env = worker_env or {}
 
     def _start(self, args, log, env=None):
         p = subprocess.Popen([sys.executable, "-m", *args], stdout=open(self.folder / log, "w"),
@@ -44,9 +49,10 @@ class LoopbackCluster:
     def __enter__(self):
         self.folder.mkdir(parents=True, exist_ok=True)
         self._start(["distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", str(self.port),
-                     "--dashboard-address", f"127.0.0.1:{free_port()}"], "scheduler.log")
+                     "--dashboard-address", f"127.0.0.1:{free_port()}"], "scheduler.log",
+                    {"DASK_DISTRIBUTED__SCHEDULER__WORKER_SATURATION": "1.0"})  # one run per worker thread
         for i in range(self.n_workers):
-            self.start_worker(f"w{i}")
+            self.start_worker(f"w{i}", self.worker_env.get(f"w{i}"))
         self.wait_for_workers(self.n_workers)
         return self
 

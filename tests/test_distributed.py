@@ -31,10 +31,18 @@ def test_jobs_run_on_the_workers_and_failures_are_isolated(cluster, tmp_path, ca
 
 
 def test_a_worker_without_the_shared_folder_fails_the_task_naming_it(cluster, tmp_path):
+    from distributed import Client
+
+    from bimu.experiments.distributed import _remote
+
+    missing = tmp_path / "not-mounted"  # run_jobs makes the folder here; a worker elsewhere may not see it
+    with Client(cluster.address, set_as_default=False) as client:
+        ok, host, message = client.submit(_remote, int, ("0",), str(missing), pure=False).result()
+    assert not ok and message == (f"the shared output folder {missing} is not mounted on worker {host} "
+                                  "(every worker must see it at the same path)")
     lines = []
-    missing = tmp_path / "not-mounted"
-    assert run_jobs([Job("a", int, ("0",))], scheduler=cluster.address, shared=missing, log=lines.append) == {"a": 1}
-    assert f"the shared output folder {missing} is not mounted on worker" in lines[-1]
+    assert run_jobs([Job("a", int, ("0",))], scheduler=cluster.address, shared=missing, log=lines.append) == {"a": 0}
+    assert missing.is_dir()
 
 
 def test_bad_addresses_fail_in_one_line_before_any_work():
@@ -43,3 +51,17 @@ def test_bad_addresses_fail_in_one_line_before_any_work():
     with pytest.raises(ValueError, match=r"^--scheduler: no Dask scheduler answered at tcp://127.0.0.1:9 within"):
         run_jobs([Job("a", int, ("0",))], scheduler="127.0.0.1:9")
     assert check_address("localhost:8786") == "tcp://localhost:8786"
+
+
+def test_a_threshold_sweep_on_the_cluster_gives_the_local_rows(cluster):
+    import json
+
+    from test_active_sweep import HP, toy_benchmark
+
+    from bimu.experiments.sweep import sweep
+
+    kw = dict(scores=["vr", "random"], grids={"vr": [0.1], "random": [0.3]}, seeds=[0, 1], mc_samples=4, hparams=HP)
+    local = sweep(toy_benchmark(n_tasks=1, n=40), "bimu", **kw)
+    remote = sweep(None, "bimu", **kw, scheduler=cluster.address, load=(toy_benchmark, (1, 40)))
+    assert len(remote) == 2 * 3
+    assert json.dumps(remote, sort_keys=True) == json.dumps(local, sort_keys=True)

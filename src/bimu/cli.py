@@ -82,6 +82,9 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     r.add_argument("--threads", type=int, default=_S, help="threads of the torch path and of the fused engine (default 1; results do not depend on it)")
     r.add_argument("--out", default=_S, help="output root (default ./runs); runs go to OUT/<benchmark>-<method>/seed-S")
     r.add_argument("--data-dir", default=_S, help="data directory (default $BIMU_DATA_DIR, then the user cache)")
+    r.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="run each seed as a task of the Dask scheduler at ADDRESS (tcp://HOST:PORT); --out "
+                        "must be a folder every worker sees at the same path (docs/distributed.md)")
     r.add_argument("--progress", dest="progress", action="store_true", default=None,
                    help="force the progress bar (default: only on a terminal)")
     r.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
@@ -116,7 +119,7 @@ def config_from_args(args: argparse.Namespace):
     d = {}
     if args.config_file:
         d.update(read_config_file(args.config_file))
-    skip = {"func", "command", "config_file", "progress"}
+    skip = {"func", "command", "config_file", "progress", "scheduler"}
     for k, v in vars(args).items():
         if k in skip:
             continue
@@ -141,7 +144,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     except (ValueError, OSError) as e:
         return _err(str(e))
     try:
-        results, code = run_experiment(config, progress=args.progress)
+        if args.scheduler is not None:
+            from bimu.experiments.distributed import run_seeds_on
+
+            results, code = run_seeds_on(args.scheduler, config)
+        else:
+            results, code = run_experiment(config, progress=args.progress)
     except KeyboardInterrupt as e:
         print("bimu: interrupted; run the same command again to resume", file=sys.stderr)
         return getattr(e, "exit_code", 130)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from bimu.active.learner import make_acquisition
 
@@ -47,15 +48,29 @@ def _benchmark_options(p):
                    help="auto: the fused engine when it supports the method (default), else torch")
 
 
-def _load(args):
-    from bimu.data.feature_benchmarks import PRESET_KEYS, get_feature_benchmark
+def load_benchmark(benchmark: str, data_dir, cache_dir, n_features, split: str, stream_repeats: int = 1):
+    """The feature benchmark a sweep streams (on this machine, or once per Dask worker with
+    ``--scheduler``), repeated ``stream_repeats`` times."""
+    from bimu.data.feature_benchmarks import get_feature_benchmark
 
-    bench = get_feature_benchmark(args.benchmark, data_dir=args.data_dir, cache_dir=args.cache_dir,
-                                  n_features=args.n_features or None, split=args.split)
-    if args.stream_repeats != 1:
+    bench = get_feature_benchmark(benchmark, data_dir=data_dir, cache_dir=cache_dir, n_features=n_features or None,
+                                  split=split)
+    if stream_repeats != 1:
         from bimu.data.views import RepeatedStream
 
-        bench = RepeatedStream(bench, args.stream_repeats)
+        bench = RepeatedStream(bench, stream_repeats)
+    return bench
+
+
+def _spec(args) -> tuple:
+    data_dir = None if args.data_dir is None else str(Path(args.data_dir).resolve())  # the same on every worker
+    return (args.benchmark, data_dir, args.cache_dir, args.n_features or None, args.split, args.stream_repeats)
+
+
+def _load(args):
+    from bimu.data.feature_benchmarks import PRESET_KEYS
+
+    bench = load_benchmark(*_spec(args))
     preset = args.preset or PRESET_KEYS.get(args.benchmark)
     hp = {}
     for item in args.hp:
@@ -69,6 +84,14 @@ def _load(args):
 def _sweep(args) -> int:
     from bimu.experiments.sweep import sweep, write_sweep
 
+    if getattr(args, "scheduler", None) is not None:
+        from bimu.experiments.distributed import check_scheduler
+
+        try:
+            check_scheduler(args.scheduler)
+        except ValueError as e:
+            print(f"bimu sweep-threshold: error: {e}", file=sys.stderr)
+            return 2
     bench, preset, hp = _load(args)
     grids = {}
     for item in args.grid:
@@ -76,7 +99,8 @@ def _sweep(args) -> int:
         grids[score] = [float(v) for v in values.split(",") if v]
     rows = sweep(bench, args.method, args.scores, args.thresholds, grids, args.seeds, args.mc_samples, preset,
                  hp, args.jobs, args.standardize, log=lambda s: print(s, flush=True),
-                 baseline=not args.no_baseline, engine=args.engine)
+                 baseline=not args.no_baseline, engine=args.engine, scheduler=getattr(args, "scheduler", None),
+                 load=(load_benchmark, _spec(args)))
     tag = " (STAND-IN)" if bench.is_standin else ""
     res = write_sweep(rows, args.out, title=f"{bench.name}{tag}, {args.method}, K={args.mc_samples}")
     print(json.dumps(res["savings"], default=float))
@@ -95,6 +119,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--grid", nargs="*", default=[], metavar="SCORE=V1,V2", help="per-score thresholds")
     p.add_argument("--mc-samples", type=int, default=10, help="K, hard MC samples per query decision (default 10)")
     p.add_argument("--jobs", type=int, default=1, help="parallel runs (processes)")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="run every (score, threshold, seed) stream as a task of the Dask scheduler at ADDRESS "
+                        "(tcp://HOST:PORT); each worker loads the benchmark (docs/distributed.md)")
     p.add_argument("--no-baseline", action="store_true", help="skip the 100%%-update baseline run")
     p.add_argument("--out", required=True, help="output folder")
     p.set_defaults(func=_sweep)

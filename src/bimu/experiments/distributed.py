@@ -11,8 +11,11 @@ Install the extra with ``pip install -e ".[dask]"``; start a cluster with ``dask
 ``dask worker ADDRESS --nthreads 1`` (one run per worker process), or with dask-jobqueue on Slurm/PBS
 (docs/distributed.md).
 
-A task reports ``(exit code, host, message)``; a task whose worker lacks the shared folder fails with
-a message naming it, and the other tasks go on.
+:func:`submit_all` sends ``(key, function, arguments)`` calls and prints the start line (scheduler,
+dashboard, workers, runs submitted and already done); :func:`run_jobs_on` runs jobs that return an exit
+code, :func:`map_on` calls whose values come back (a threshold sweep's rows), :func:`run_seeds_on` the
+seeds of ``bimu run``. A task whose worker lacks the shared folder or the data fails with a message
+naming it, and the other tasks go on. Relative ``--out`` and ``--data-dir`` are made absolute first.
 """
 
 from __future__ import annotations
@@ -62,48 +65,107 @@ def connect(address: str, timeout: float = CONNECT_TIMEOUT_S):
                          f"({type(e).__name__})") from None
 
 
-def _remote(job, shared: str | None) -> tuple[int, str, str]:
-    """Run ``job`` on a worker: ``(0 | 1, host, message)``; never raises, so that one failing run
-    leaves the others going."""
+def check_scheduler(address: str) -> str:
+    """``address`` checked and its scheduler reached (then let go): the one-line ValueError of
+    :func:`connect` comes before any data is loaded or any run starts."""
+    connect(address).close()
+    return check_address(address)
+
+
+def _remote(fn: Callable, args: tuple, shared: str | None) -> tuple[bool, str, object]:
+    """``fn(*args)`` on a worker: ``(True, host, value)`` or ``(False, host, message)``; never raises, so
+    that one failing task leaves the others going."""
     host = socket.gethostname()
     if shared is not None and not Path(shared).is_dir():
-        return 1, host, (f"the shared output folder {shared} is not mounted on worker {host} "
-                         "(every worker must see it at the same path)")
+        return False, host, (f"the shared output folder {shared} is not mounted on worker {host} "
+                             "(every worker must see it at the same path)")
     try:
-        code = int(job() or 0)
+        return True, host, fn(*args)
     except Exception as e:  # noqa: BLE001 - reported to the client
-        return 1, host, f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
-    return (0 if code == 0 else 1), host, "" if code == 0 else f"exit code {code}"
+        return False, host, f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
 
 
-def run_jobs_on(address: str, jobs: Sequence, log: Callable[[str], None] | None = None,
-                shared: str | os.PathLike | None = None, done: int = 0) -> dict[str, int]:
-    """Run ``jobs`` as tasks of the Dask scheduler at ``address``; returns each job's exit code by key
-    (0 success, 1 failure). ``shared`` is the output folder every worker must see; ``done`` how many of
-    the jobs are already complete (printed)."""
+def submit_all(address: str, calls: Sequence[tuple[str, Callable, tuple]], log: Callable[[str], None] | None = None,
+               shared: str | os.PathLike | None = None, done: int = 0) -> dict[str, tuple[bool, str, object]]:
+    """Each ``(key, fn, args)`` of ``calls`` as one task of the Dask scheduler at ``address`` (``fn`` and
+    ``args`` picklable); returns ``{key: (ok, host, value or failure message)}``. Prints the scheduler,
+    its dashboard, the workers and how many calls were submitted and ``done`` already first; a failed
+    task is logged with its key and the others go on. ``shared`` is the folder every worker must see
+    (made here when missing)."""
     log = log or (lambda s: print(s, file=sys.stderr, flush=True))
     address = check_address(address)
     client = connect(address)
     try:
         from distributed import as_completed
 
-        info = client.scheduler_info()
-        n_workers = len(info.get("workers", {}))
+        n_workers = len(client.scheduler_info().get("workers", {}))
         log(f"dask: scheduler {address}, dashboard {client.dashboard_link}, {n_workers} worker"
-            f"{'s' if n_workers != 1 else ''}; {len(jobs)} run{'s' if len(jobs) != 1 else ''} submitted "
+            f"{'s' if n_workers != 1 else ''}; {len(calls)} run{'s' if len(calls) != 1 else ''} submitted "
             f"({done} already done)")
-        shared_s = None if shared is None else str(Path(shared).resolve())
-        futures = {client.submit(_remote, job, shared_s, key=f"bimu-{job.key}-{os.getpid()}", pure=False): job.key for job in jobs}
-        codes: dict[str, int] = {}
+        shared_s = None
+        if shared is not None:  # made here, so that a worker that does not see it is told so
+            Path(shared).mkdir(parents=True, exist_ok=True)
+            shared_s = str(Path(shared).resolve())
+        futures = {client.submit(_remote, fn, tuple(args), shared_s, key=f"bimu-{key}-{os.getpid()}-{i}",
+                                 pure=False): key for i, (key, fn, args) in enumerate(calls)}
+        out: dict[str, tuple[bool, str, object]] = {}
         for fut in as_completed(list(futures), loop=client.loop):
             key = futures[fut]
             try:
-                code, host, message = fut.result()
+                out[key] = fut.result()
             except Exception as e:  # noqa: BLE001 - e.g. its workers died more often than allowed
-                code, host, message = 1, "?", f"{type(e).__name__}: {e}"
-            if code:
-                log(f"job {key} FAILED on {host}: {message}; the other jobs go on")
-            codes[key] = code
-        return {j.key: codes[j.key] for j in jobs}
+                out[key] = (False, "?", f"{type(e).__name__}: {e}")
+            if not out[key][0]:
+                log(f"job {key} FAILED on {out[key][1]}: {out[key][2]}; the other jobs go on")
+        return {key: out[key] for key, _, _ in calls}
     finally:
         client.close()
+
+
+def run_jobs_on(address: str, jobs: Sequence, log: Callable[[str], None] | None = None,
+                shared: str | os.PathLike | None = None, done: int = 0) -> dict[str, int]:
+    """Run ``jobs`` (:class:`~bimu.experiments.parallel.Job`) as tasks of the Dask scheduler at
+    ``address`` (:func:`submit_all`); returns each job's exit code by key (0 success, 1 failure: raised,
+    non-zero exit, or its worker died more often than the scheduler allows)."""
+    log = log or (lambda s: print(s, file=sys.stderr, flush=True))
+    results = submit_all(address, [(j.key, j.fn, tuple(j.args)) for j in jobs], log, shared, done)
+    codes = {}
+    for key, (ok, host, value) in results.items():
+        codes[key] = 0 if ok and int(value or 0) == 0 else 1
+        if ok and codes[key]:
+            log(f"job {key} FAILED on {host}: exit code {value}; the other jobs go on")
+    return codes
+
+
+def map_on(address: str, fn: Callable, args_list: Sequence[tuple], keys: Sequence[str],
+           log: Callable[[str], None] | None = None) -> list:
+    """``[fn(*args) for args in args_list]``, each call a task of the Dask scheduler at ``address``;
+    RuntimeError naming the failed keys once every task has ended (their messages are logged)."""
+    results = submit_all(address, list(zip(keys, [fn] * len(keys), args_list)), log)
+    failed = [k for k, (ok, _, _) in results.items() if not ok]
+    if failed:
+        raise RuntimeError(f"{len(failed)} of {len(keys)} runs failed on the cluster: {', '.join(failed)}")
+    return [results[k][2] for k in keys]
+
+
+def run_seeds_on(address: str, config, log: Callable[[str], None] | None = None) -> tuple[dict[int, dict], int]:
+    """``bimu run --scheduler ADDRESS``: every seed of ``config`` (a
+    :class:`~bimu.experiments.config.RunConfig`) as one task of the Dask scheduler at ``address``, the
+    seeds already complete under ``config.out`` not sent; returns ``({seed: {"run_dir": ...}} for the
+    complete seeds, exit code)`` as :func:`~bimu.experiments.runner.run_experiment` does (1 if any seed
+    failed)."""
+    from bimu.experiments.parallel import Job
+    from bimu.experiments.runner import benchmark_module, is_complete, preflight, run_config_job
+    from bimu.rundir import seed_dir
+
+    check_scheduler(address)
+    config = config.replace(out=str(Path(config.out).resolve()),  # the same paths on every worker
+                            data_dir=None if config.data_dir is None else str(Path(config.data_dir).resolve()))
+    preflight(config)
+    todo = [s for s in config.seeds if not is_complete(config, s)]
+    module = benchmark_module(config.benchmark)
+    jobs = [Job(f"seed-{s}", run_config_job, (config.replace(seeds=[s]).to_dict(), False, module)) for s in todo]
+    codes = run_jobs_on(address, jobs, log, shared=config.out, done=len(config.seeds) - len(todo))
+    results = {s: {"run_dir": str(seed_dir(config.out, config.benchmark, config.method, s))}
+               for s in config.seeds if is_complete(config, s)}
+    return results, max(codes.values(), default=0)

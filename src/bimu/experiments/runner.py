@@ -290,3 +290,26 @@ def sigterm_interrupts():
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+def benchmark_module(benchmark: str) -> str:
+    """The module whose import registers ``benchmark`` (a job process or Dask worker imports it first)."""
+    from bimu.data.benchmarks import benchmark_entry
+
+    factory = benchmark_entry(benchmark).factory
+    return getattr(factory, "__module__", None) or "bimu.data.benchmarks"
+
+
+def run_config_job(config: dict, progress=False, module: str | None = None, log=None) -> int:
+    """One seed as a job (a process of ``--jobs N`` or a Dask task of ``--scheduler``): import ``module``
+    (registers the benchmark), then :func:`run_experiment` on ``config`` (a dict); returns its exit code."""
+    import importlib
+
+    if module:
+        importlib.import_module(module)
+    return run_experiment(RunConfig.from_dict(config), progress=progress, log=log)[1]
+
+
+def is_complete(config: RunConfig, seed: int) -> bool:
+    """Whether ``seed`` of ``config`` has a complete run directory under ``config.out``."""
+    rd = RunDir(seed_dir(config.out, config.benchmark, config.method, seed))
+    return rd.exists(SUMMARY) and bool(rd.read_json(SUMMARY).get("complete"))

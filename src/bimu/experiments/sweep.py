@@ -169,18 +169,48 @@ def _worker(args):
     return run_stream(_WORKER_BENCH, **kwargs)
 
 
+_LOADED: dict = {}
+
+
+def _remote_stream(load, task):
+    """One sweep run as a Dask task: the benchmark ``load[0](*load[1])`` (loaded once per worker
+    process), then :func:`run_stream` with ``task``'s keywords."""
+    fn, spec = load
+    key = (fn.__module__, fn.__qualname__, tuple(spec))
+    if key not in _LOADED:
+        _LOADED.clear()
+        _LOADED[key] = fn(*spec)
+    torch.set_num_threads(1)
+    return run_stream(_LOADED[key], **task)
+
+
 def sweep(benchmark, method: str = "bimu", scores: Sequence[str] = ("vr",), thresholds=None, grids=None,
           seeds: Iterable[int] = (0,), mc_samples: int = 10, preset: str | None = None,
           hparams: Mapping | None = None, jobs: int = 1, standardize: bool = False,
-          log=None, baseline: bool = True, engine: str = "auto") -> list[dict]:
-    """Run every (score, threshold) pair and the 100% baseline for each seed; returns one row per run."""
+          log=None, baseline: bool = True, engine: str = "auto", scheduler: str | None = None,
+          load=None) -> list[dict]:
+    """Run every (score, threshold) pair and the 100% baseline for each seed; returns one row per run.
+
+    ``jobs > 1``: that many forked processes; ``scheduler``: each run a task of that Dask scheduler,
+    whose workers build the benchmark as ``load[0](*load[1])`` (a module-level function and plain
+    data; ``benchmark`` is not sent)."""
     global _WORKER_BENCH
     tasks = [dict(method=method, strategy=s, threshold=th, mc_samples=mc_samples, seed=int(seed),
                   preset=preset, hparams=dict(hparams or {}), standardize=standardize, engine=engine)
              for seed in seeds for s, th in sweep_configs(scores, thresholds, grids, baseline)]
     _WORKER_BENCH = benchmark
     rows = []
-    if jobs > 1:
+    if scheduler is not None:
+        from bimu.experiments.distributed import map_on
+
+        if load is None:
+            raise ValueError("a sweep on a Dask cluster needs load=(function, arguments) building the benchmark")
+        keys = [f"{t['strategy']}-{t['threshold']}/seed-{t['seed']}" for t in tasks]
+        rows = map_on(scheduler, _remote_stream, [(load, t) for t in tasks], keys)
+        for r in rows:
+            if log:
+                log(_row_line(r))
+    elif jobs > 1:
         import multiprocessing as mp
 
         with mp.get_context("fork").Pool(jobs) as pool:

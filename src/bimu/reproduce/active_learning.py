@@ -243,7 +243,7 @@ def run_al_rows(name: str, setup: ALSetup, rows: Sequence[ALRow], opts: Options,
     load_benchmark(setup, opts)  # a missing data set fails here, before any job starts
     jobs = [Job(f"{row.slug}/seed-{s}", run_one, (setup, opts, name, row, s)) for row in rows for s in opts.seeds
             if row.slug in chosen]
-    codes = run_jobs(jobs, opts.jobs, log=log)
+    codes = run_jobs(jobs, opts.jobs, log=log, scheduler=opts.scheduler, shared=opts.out)
     results = {}
     for row in rows:
         got = []

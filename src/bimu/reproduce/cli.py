@@ -27,6 +27,10 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jobs", type=int, default=None,
                         help="independent runs (seeds, configurations) side by side in separate processes "
                              "(default: the number of cores)")
+    parser.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                        help="send every run to the Dask scheduler at ADDRESS (tcp://HOST:PORT) instead of "
+                             "--jobs processes here; --out must be a folder every worker sees at the same path "
+                             "(docs/distributed.md)")
     parser.add_argument("--benchmark", default=None,
                         help="feature-benchmark entries (openloris, standardisation, *-al, vr-samples, "
                              "budget-controller, query-dynamics): run on this benchmark instead of the "
@@ -55,7 +59,7 @@ def cli(name: str, args: argparse.Namespace, extra: Sequence[str]) -> int:
     are."""
     ns = options_parser().parse_args(list(extra), namespace=argparse.Namespace(**{
         k: getattr(args, k, None) for k in ("seeds", "scale", "out", "engine", "data_dir", "threads", "jobs",
-                                            "benchmark", "stream_repeats", "rows", "dry_run")}))
+                                            "scheduler", "benchmark", "stream_repeats", "rows", "dry_run")}))
     scale = ns.scale or "full"
     n = ns.seeds if ns.seeds is not None else (5 if scale == "full" else 1)
     try:
@@ -65,7 +69,7 @@ def cli(name: str, args: argparse.Namespace, extra: Sequence[str]) -> int:
                        data_dir=ns.data_dir, threads=ns.threads or 1,
                        jobs=default_jobs() if ns.jobs is None else ns.jobs, benchmark=ns.benchmark,
                        stream_repeats=1 if ns.stream_repeats is None else ns.stream_repeats,
-                       rows=None if ns.rows is None else tuple(ns.rows))
+                       rows=None if ns.rows is None else tuple(ns.rows), scheduler=ns.scheduler)
         if ns.dry_run:
             print(format_plan(name, plan(name, opts)))
             return 0

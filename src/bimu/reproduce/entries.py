@@ -18,6 +18,8 @@ reproduce compute-cost`` forwards to its own command.
 
 from __future__ import annotations
 
+import dataclasses
+
 from pathlib import Path
 
 from bimu.reproduce import active_learning as al
@@ -80,6 +82,12 @@ def reproduce(name: str, opts: Options, log=None) -> tuple[Table, dict[str, Path
     if opts.scale not in SCALES:
         raise ValueError(f"--scale must be one of {SCALES}, got {opts.scale!r}")
     check_jobs(opts.jobs)
+    if opts.scheduler is not None:
+        from bimu.experiments.distributed import check_scheduler
+
+        check_scheduler(opts.scheduler)
+        opts = dataclasses.replace(opts, out=str(Path(opts.out).resolve()),  # the same paths on every worker
+                                   data_dir=None if opts.data_dir is None else str(Path(opts.data_dir).resolve()))
     if opts.stream_repeats != 1 and not entry.repeatable_stream:
         raise ValueError(f"--stream-repeats applies to the active-learning entries "
                          f"({', '.join(sorted(e for e in ENTRIES if ENTRIES[e].repeatable_stream))}), not {name!r}")

@@ -1,7 +1,8 @@
 """The run tables of ``bimu reproduce``: every (row, seed) run as a job, then mean ± std over seeds.
 
 :func:`run_rows` runs (or reuses) each row's runs with :func:`~bimu.experiments.runner.run_experiment`,
-side by side with ``--jobs N`` (:mod:`bimu.experiments.parallel`); :func:`run_table` puts each
+side by side with ``--jobs N`` (:mod:`bimu.experiments.parallel`) or as the tasks of a Dask cluster
+with ``--scheduler ADDRESS`` (:mod:`bimu.experiments.distributed`); :func:`run_table` puts each
 quantity's mean ± std over seeds beside the paper's number, marking gaps beyond
 :data:`~bimu.reproduce.gaps.GAP_SD` standard deviations with their explanation.
 """
@@ -19,49 +20,34 @@ from bimu.reproduce.table import Table
 
 def run_rows(entry: Entry, opts: Options, log=None) -> tuple[list[Row], dict[str, list[dict]], int]:
     """Run (or reuse) every applicable row, one job per (row, seed) side by side with ``opts.jobs``
-    processes (:func:`~bimu.experiments.parallel.run_jobs`); returns ``(rows, summaries by row slug,
+    processes or, with ``opts.scheduler``, as tasks of that Dask scheduler (completed runs are not
+    sent) (:func:`~bimu.experiments.parallel.run_jobs`); returns ``(rows, summaries by row slug,
     exit code)``. Every configuration is checked first (clear errors before any training); a failing
     job leaves its ``error.txt`` and the others complete."""
     from bimu.experiments.parallel import Job, run_jobs
-    from bimu.experiments.runner import preflight
+    from bimu.experiments.runner import benchmark_module, is_complete, preflight, run_config_job
 
     rows = entry.rows(opts)
     chosen = selected_rows(opts, entry.name, [r.slug for r in rows])
     jobs = []
+    done = 0
     for row in rows:
         if row.config is None or row.slug not in chosen:
             continue
         cfg = row.config.replace(out=str(row_dir(opts, entry.name, row)))
         preflight(cfg)
         for seed in cfg.seeds:
+            if opts.scheduler is not None and is_complete(cfg, seed):
+                done += 1  # nothing to send to the cluster
+                continue
             jobs.append(Job(f"{row.slug}/seed-{seed}", run_config_job,
                             (cfg.replace(seeds=[seed]).to_dict(), opts.progress, benchmark_module(cfg.benchmark))))
-    if opts.jobs == 1:  # in this process: keep the caller's log
+    if opts.jobs == 1 and opts.scheduler is None:  # in this process: keep the caller's log
         jobs = [Job(j.key, run_config_job, (*j.args, log)) for j in jobs]
-    codes = run_jobs(jobs, opts.jobs, log=log)
+    codes = run_jobs(jobs, opts.jobs, log=log, scheduler=opts.scheduler, shared=opts.out, done=done)
     summaries = {row.slug: read_summaries(row.config.replace(out=str(row_dir(opts, entry.name, row))))
                  for row in rows if row.config is not None}
     return rows, summaries, max(codes.values(), default=0)
-
-
-def benchmark_module(benchmark: str) -> str:
-    """The module whose import registers ``benchmark`` (a job process imports it first)."""
-    from bimu.data.benchmarks import benchmark_entry
-
-    factory = benchmark_entry(benchmark).factory
-    return getattr(factory, "__module__", None) or "bimu.data.benchmarks"
-
-
-def run_config_job(config: dict, progress=False, module: str | None = None, log=None) -> int:
-    """One job of :func:`run_rows`: import ``module`` (registers the benchmark), then
-    :func:`~bimu.experiments.runner.run_experiment` on ``config`` (a dict); returns its exit code."""
-    import importlib
-
-    from bimu.experiments.runner import run_experiment
-
-    if module:
-        importlib.import_module(module)
-    return run_experiment(RunConfig.from_dict(config), progress=progress, log=log)[1]
 
 
 def read_summaries(cfg: RunConfig) -> list[dict]:

@@ -112,8 +112,8 @@ def share_runs(rows: list[Row], other_entry: str, other_rows: list[Row]) -> list
 @dataclasses.dataclass
 class Options:
     """What ``bimu reproduce`` was asked: seeds, scale, output folder, engine, data dir, threads, parallel
-    jobs and, for the feature-benchmark entries, the benchmark (``None``: the entry's default) and, for
-    the active-learning entries, how many times each task's stream is repeated."""
+    jobs (or the Dask scheduler) and, for the feature-benchmark entries, the benchmark (``None``: the
+    entry's default) and, for the active-learning entries, how many times each task's stream is repeated."""
 
     seeds: tuple[int, ...] = (0,)
     scale: str = "full"
@@ -127,6 +127,9 @@ class Options:
     stream_repeats: int = 1
     rows: tuple[str, ...] | None = None
     """Run only the rows with these slugs (``None``: all); the other rows' completed runs are reused."""
+    scheduler: str | None = None
+    """A Dask scheduler address: every (row, seed) run is a task of that cluster, whose workers all see
+    ``out`` (:mod:`bimu.experiments.distributed`); ``None``: ``jobs`` processes on this machine."""
 
 
 @dataclasses.dataclass

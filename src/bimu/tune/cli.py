@@ -81,6 +81,10 @@ def configure_parser(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--skip-unknown-hparams", action="store_true",
                    help="drop search-space keys the method does not declare (default: error)")
     p.add_argument("--poll-interval", type=float, default=2.0, help="seconds between checks while waiting")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="run --workers Optuna workers as tasks of the Dask scheduler at ADDRESS (tcp://HOST:PORT); "
+                        "the storage must reach every worker: a journal file in a shared folder or an RDB URL")
+    p.add_argument("--workers", type=int, default=1, help="with --scheduler: Optuna workers started on the cluster")
     p.add_argument("--show-space", action="store_true", help="print the method's search space and exit")
     p.add_argument("--quiet", action="store_true", help="print only the final JSON summary")
     return p
@@ -112,7 +116,12 @@ def run_command(args: argparse.Namespace) -> int:
             return 0
         config = config_from_args(args)
         log = (lambda m: None) if args.quiet else (lambda m: print(f"bimu tune: {m}", file=sys.stderr, flush=True))
-        result = run_tune(config, log=log)
+        if args.scheduler is not None:
+            from bimu.tune.search import run_tune_on
+
+            result = run_tune_on(args.scheduler, config, args.workers, log=log)
+        else:
+            result = run_tune(config, log=log)
     except ModuleNotFoundError as exc:
         if exc.name == "optuna":
             return err(INSTALL_HINT)

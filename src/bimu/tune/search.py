@@ -300,3 +300,37 @@ def write_json(path: str | os.PathLike, data: Any) -> None:
     from bimu.atomic import atomic_write_text
 
     atomic_write_text(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
+
+
+def tune_worker(config: TuneConfig) -> int:
+    """One Optuna worker of ``config``'s study as a Dask task of :func:`run_tune_on` (exit code 0)."""
+    run_tune(config)
+    return 0
+
+
+def run_tune_on(address: str, config: TuneConfig, workers: int,
+                log: Callable[[str], None] | None = None) -> TuneResult:
+    """``bimu tune --scheduler ADDRESS --workers N``: ``workers`` Dask tasks, each an Optuna worker
+    (:func:`run_tune`) of the one study until its budget of trials is finished, then the best trial
+    written here as :func:`run_tune` does. The study's storage must be one every worker reaches: the
+    journal file (made absolute, in the shared output folder by default) or a database URL.
+    RuntimeError when a worker's task failed (its message is logged)."""
+    from bimu.experiments.distributed import check_scheduler, run_jobs_on
+    from bimu.experiments.parallel import Job
+    from bimu.tune.storage import journal_path, storage_kind
+
+    if int(workers) != workers or workers < 1:
+        raise ValueError(f"--workers must be a positive integer, got {workers!r}")
+    check_scheduler(address)
+    c = config.resolved()
+    c.out_dir = str(Path(c.out_dir).resolve())
+    if storage_kind(c.storage) == "journal":  # one file, at the same absolute path on every worker
+        c.storage = str(journal_path(c.storage, c.out_dir).resolve())
+    Path(c.out_dir).mkdir(parents=True, exist_ok=True)
+    jobs = [Job(f"tune-worker-{i}", tune_worker, (c,)) for i in range(int(workers))]
+    codes = run_jobs_on(address, jobs, log, shared=c.out_dir)
+    failed = sum(1 for v in codes.values() if v)
+    if failed:
+        raise RuntimeError(f"{failed} of {len(jobs)} tuning workers failed (see above); finished trials are "
+                           "kept in the study, run the same command to go on")
+    return run_tune(c, log=log)
