@@ -199,8 +199,12 @@ def _roundtrip(obj):
 
 def preflight(config: RunConfig) -> None:
     """Every check that can fail before training: config names, hyperparameters, data files, engine,
-    active-learning availability. Raises ValueError / FileNotFoundError / RuntimeError naming the problem."""
+    active-learning availability, and that every checkpoint a seed would resume from loads safely
+    (:func:`~bimu.rundir.load_checkpoint_file`). Raises ValueError / FileNotFoundError / RuntimeError
+    naming the problem."""
     config.validate()
+    for seed in config.seeds:
+        RunDir(seed_dir(config.out, config.benchmark, config.method, seed)).load_checkpoint()
     preset, hparams, _ = config.resolve_hparams()
     bench = make_benchmark(config, config.seeds[0])
     sizes = [bench.n_features, *config.hidden_widths(), bench.n_classes]
