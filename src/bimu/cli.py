@@ -87,6 +87,10 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     r.add_argument("--progress", dest="progress", action="store_true", default=None,
                    help="force the progress bar (default: only on a terminal)")
     r.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    r.add_argument("--log-to", dest="log_to", type=lambda v: [n for n in v.split(",") if n], default=_S,
+                   metavar="SINKS", help="also send each task's metrics to csv (RUN_DIR/metrics.csv), tensorboard "
+                                         "(RUN_DIR/tensorboard) and/or mlflow, comma-separated; the bimu logger "
+                                         "always gets them")
     a = p.add_argument_group("active learning (off unless --active is given)")
     a.add_argument("--active", default=_S, help="acquisition strategy of bimu.active (e.g. variation_ratio)")
     a.add_argument("--threshold", type=float, default=_S, help="query threshold on the acquisition score")

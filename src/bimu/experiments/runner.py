@@ -148,7 +148,7 @@ def _run_locked(config, seed, rd, bench, method, engine, learner, resolved, pres
                         eval_batch_size=config.eval_batch_size, eval_samples=config.eval_samples,
                         ood=config.ood, ood_every=config.ood_every, ood_scores=config.ood_scores,
                         train_limit=config.train_limit, test_limit=config.test_limit, log=log,
-                        on_task_end=on_task_end)
+                        on_task_end=on_task_end, sinks=list(config.log_to))
     summary = dict(result["summary"], seed=seed, method=config.method, benchmark=config.benchmark,
                    hidden=list(config.hidden_widths()), engine=engine, preset=preset)
     rd.write_json(SUMMARY, summary)
@@ -203,6 +203,9 @@ def preflight(config: RunConfig) -> None:
     (:func:`~bimu.rundir.load_checkpoint_file`). Raises ValueError / FileNotFoundError / RuntimeError
     naming the problem."""
     config.validate()
+    from bimu.experiments.tracking import check_sinks
+
+    check_sinks(config.log_to)
     for seed in config.seeds:
         RunDir(seed_dir(config.out, config.benchmark, config.method, seed)).load_checkpoint()
     preset, hparams, _ = config.resolve_hparams()
