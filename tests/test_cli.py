@@ -55,6 +55,8 @@ def test_run_then_report(capsys, tmp_path):
     table = capsys.readouterr().out
     assert "| fake-test | bimu | - | 0,1 |" in table and "±" in table
     assert plot.stat().st_size > 1000
+    heatmap = tmp_path / "accuracy_matrix.png"  # beside --plot
+    assert f"accuracy matrix: {heatmap}" in table and heatmap.read_bytes()[:4] == b"\x89PNG"
 
 
 def test_report_on_missing_dir(capsys, tmp_path):

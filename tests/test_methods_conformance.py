@@ -121,7 +121,7 @@ def test_state_round_trip(name):
     torch.save(a.state_dict(), buffer)
     buffer.seek(0)
     b = make(name, seed=99)  # a different initialisation, overwritten by the loaded state
-    b.load_state_dict(torch.load(buffer, weights_only=False))
+    b.load_state_dict(torch.load(buffer, weights_only=True))  # a method state is tensors and plain values
     assert b.examples_seen == a.examples_seen and b.updates_applied == a.updates_applied
     run(a, x[20:], y[20:], task_end_every=10)
     run(b, x[20:], y[20:], task_end_every=10)

@@ -429,13 +429,12 @@ def test_figures(tmp_path):
     lam, g, eta = learning_rate_grid(lr_max=0.5, likelihood_multiplier=2.0, kl_multiplier=3.0, n=7)
     ref = bimu_learning_rate(torch.tensor(lam[2]), torch.tensor(g[5]), 0.5, 2.0, 3.0)
     assert eta.shape == (7, 7) and abs(eta[5, 2] - float(ref)) < 1e-12 and eta.max() <= 0.5
-    for path in (plot_learning_rate_map(tmp_path / "lr.png"),
-                 plot_probability_histograms({"N = 100": np.zeros(10), "BayesBiNN": np.ones(10) * 5},
-                                             tmp_path / "h.png"),
-                 plot_accuracy_vs_queried({"VR": [{"query_fraction": 0.1, "accuracy": 0.5, "rare_accuracy": 0.2,
-                                                   "frequent_accuracy": 0.7}]}, tmp_path / "q.png",
-                                          baseline={"accuracy": 0.6, "rare_accuracy": 0.3,
-                                                    "frequent_accuracy": 0.8})):
+    plot_learning_rate_map(tmp_path / "lr.png")
+    plot_probability_histograms({"N = 100": np.zeros(10), "BayesBiNN": np.ones(10) * 5}, tmp_path / "h.png")
+    plot_accuracy_vs_queried({"VR": [{"query_fraction": 0.1, "accuracy": 0.5, "rare_accuracy": 0.2,
+                                      "frequent_accuracy": 0.7}]}, tmp_path / "q.png",
+                             baseline={"accuracy": 0.6, "rare_accuracy": 0.3, "frequent_accuracy": 0.8})
+    for path in (tmp_path / "lr.png", tmp_path / "h.png", tmp_path / "q.png"):
         assert path.is_file() and path.stat().st_size > 1000
     assert not list(tmp_path.glob(".*tmp*"))  # written atomically, no temporary left
 

@@ -88,6 +88,10 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     r.add_argument("--progress", dest="progress", action="store_true", default=None,
                    help="force the progress bar (default: only on a terminal)")
     r.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    r.add_argument("--log-to", dest="log_to", type=lambda v: [n for n in v.split(",") if n], default=_S,
+                   metavar="SINKS", help="also send each task's metrics to csv (RUN_DIR/metrics.csv), tensorboard "
+                                         "(RUN_DIR/tensorboard) and/or mlflow, comma-separated; the bimu logger "
+                                         "always gets them")
     a = p.add_argument_group("active learning (off unless --active is given)")
     a.add_argument("--active", default=_S, help="acquisition strategy of bimu.active (e.g. variation_ratio)")
     a.add_argument("--threshold", type=float, default=_S, help="query threshold on the acquisition score")
@@ -181,7 +185,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     """``bimu report``."""
     from pathlib import Path
 
-    from bimu.report import plot_accuracy_per_task, report
+    from bimu.report import report
+    from bimu.report.plots import group_matrices, plot_accuracy_matrix, plot_accuracy_per_task
 
     if args.results_page:
         from bimu.reproduce.results_page import write_results_page
@@ -199,11 +204,15 @@ def cmd_report(args: argparse.Namespace) -> int:
         return _err(str(e))
     print(table)
     plot = Path(args.plot) if args.plot else Path(args.dirs[0]) / "accuracy_per_task.png"
+    heatmap = Path(args.matrix_plot) if args.matrix_plot else plot.with_name("accuracy_matrix.png")
+    matrices = group_matrices(groups)
     try:
         plot_accuracy_per_task(groups, plot)
+        if matrices:
+            plot_accuracy_matrix(matrices, heatmap, title="test accuracy (%), seed mean")
     except OSError as e:
-        return _err(f"cannot write the plot {plot}: {e}")
-    print(f"\nplot: {plot}")
+        return _err(f"cannot write the plots {plot}, {heatmap}: {e}")
+    print(f"\nplot: {plot}" + (f"\naccuracy matrix: {heatmap}" if matrices else ""))
     return 0
 
 
@@ -302,9 +311,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="paper-style table and accuracy plot from run directories",
                        description="Find seed directories under DIR... and print mean ± std over seeds of last-5 "
                                    "accuracy, OOD AUCs, MMRR, BWT, first-task accuracy and steps/s, beside the "
-                                   "paper's Table 1; write a plot of accuracy per task.")
+                                   "paper's Table 1; write a plot of accuracy per task and heatmaps of the accuracy matrices.")
     p.add_argument("dirs", nargs="+", metavar="DIR", help="run directories or folders holding them")
     p.add_argument("--plot", default=None, help="PNG path (default DIR/accuracy_per_task.png)")
+    p.add_argument("--matrix-plot", default=None,
+                   help="PNG path of the accuracy-matrix heatmaps, one per method (default: accuracy_matrix.png "
+                        "beside --plot)")
     p.add_argument("--no-paper", action="store_true", help="omit the paper's numbers")
     p.add_argument("--results-page", default=None, metavar="PAGE",
                    help="instead: write the results page PAGE (e.g. docs/results.md) from the bimu reproduce "

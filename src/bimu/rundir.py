@@ -198,20 +198,14 @@ class RunDir:
         return np.load(self.file(MATRIX_NPY))
 
     def save_checkpoint(self, state: Mapping[str, Any]) -> None:
-        """Atomically ``torch.save`` the checkpoint."""
-        import torch
-
-        buf = io.BytesIO()
-        torch.save(dict(state), buf)
-        atomic_write_bytes(self.file(CHECKPOINT), buf.getvalue())
+        """Atomically write the checkpoint (:func:`checkpoint_bytes`)."""
+        atomic_write_bytes(self.file(CHECKPOINT), checkpoint_bytes(state))
 
     def load_checkpoint(self) -> dict[str, Any] | None:
-        """The checkpoint, or ``None`` if there is none."""
-        import torch
-
+        """The checkpoint (:func:`load_checkpoint_file`), or ``None`` if there is none."""
         if not self.exists(CHECKPOINT):
             return None
-        return torch.load(self.file(CHECKPOINT), map_location="cpu", weights_only=False)
+        return load_checkpoint_file(self.file(CHECKPOINT))
 
     def write_error(self, text: str) -> None:
         """Record a failure's traceback in ``error.txt``."""
@@ -313,3 +307,113 @@ def matrix_csv(R) -> str:
             cells[j] = f"{row[j]:.6f}"
         lines.append(",".join(cells))
     return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------------------- checkpoint files
+class CheckpointError(ValueError):
+    """A checkpoint file that is refused (it would need more than tensors and plain values to load) or
+    that cannot be read; the message is one line naming the file."""
+
+
+_NDARRAY = "__bimu_ndarray__"
+"""Key of the dict that stands for a numpy array or scalar inside a checkpoint."""
+
+
+def _numpy_allowlist() -> list:
+    """The numpy reconstructors that checkpoints holding raw numpy values need: they build arrays,
+    dtypes and scalars from plain data and call nothing else."""
+    try:
+        from numpy._core.multiarray import _reconstruct, scalar
+    except ImportError:  # numpy 1.x
+        from numpy.core.multiarray import _reconstruct, scalar
+
+    return [_reconstruct, scalar, np.ndarray, np.dtype, *{type(np.dtype(c)) for c in "?bhilqBHILQefdgFDG"}]
+
+
+def checkpoint_value(v: Any, where: str = "state") -> Any:
+    """``v`` with every numpy array and scalar replaced by a ``{"__bimu_ndarray__": uint8 tensor, "dtype",
+    "shape"}`` dict, so that it holds only what ``torch.load(weights_only=True)`` accepts: tensors,
+    numbers, strings, bytes, None, torch dtypes/sizes/devices, and dicts, lists, tuples and sets of
+    those. TypeError naming the entry (``where``) for any other object.
+
+    >>> checkpoint_value({"R": np.eye(2)[0], "n": 3})["R"]["dtype"]
+    '<f8'
+    """
+    import torch
+
+    if isinstance(v, (np.ndarray, np.generic)):
+        a = np.asarray(v)
+        if a.dtype.hasobject:
+            raise TypeError(f"checkpoint entry {where}: a numpy array of Python objects cannot be saved safely")
+        raw = torch.frombuffer(bytearray(np.ascontiguousarray(a).tobytes()) or bytearray(1), dtype=torch.uint8)
+        return {_NDARRAY: raw[:a.nbytes], "dtype": a.dtype.str, "shape": list(a.shape) if a.ndim or isinstance(
+            v, np.ndarray) else None}
+    if v is None or isinstance(v, (bool, int, float, complex, str, bytes, torch.Tensor, torch.dtype, torch.device,
+                                   torch.Size)):
+        return v
+    if isinstance(v, Mapping):
+        out = {k: checkpoint_value(x, f"{where}[{k!r}]") for k, x in v.items()}
+        from collections import OrderedDict
+
+        return OrderedDict(out) if isinstance(v, OrderedDict) else out
+    if isinstance(v, (list, tuple, set, frozenset)):
+        items = [checkpoint_value(x, f"{where}[{i}]") for i, x in enumerate(v)]
+        return items if isinstance(v, list) else tuple(items) if isinstance(v, tuple) else type(v)(items)
+    raise TypeError(f"checkpoint entry {where}: a {type(v).__module__}.{type(v).__qualname__} cannot be saved "
+                    "safely (tensors, numpy arrays, numbers, strings and containers of them only)")
+
+
+def _restore(v: Any) -> Any:
+    """Inverse of :func:`checkpoint_value`."""
+    if isinstance(v, dict):
+        if _NDARRAY in v:
+            a = np.frombuffer(v[_NDARRAY].numpy().tobytes(), dtype=np.dtype(v["dtype"]))
+            return a.reshape(v["shape"]).copy() if v["shape"] is not None else a[0]
+        return type(v)((k, _restore(x)) for k, x in v.items())
+    if isinstance(v, list):
+        return [_restore(x) for x in v]
+    if isinstance(v, tuple) and not hasattr(v, "numel"):
+        return tuple(_restore(x) for x in v)
+    return v
+
+
+def checkpoint_bytes(state: Mapping[str, Any]) -> bytes:
+    """The ``torch.save`` bytes of ``state`` as :func:`checkpoint_value` encodes it: what
+    :func:`load_checkpoint_file` (or ``torch.load(..., weights_only=True)``) reads back without running
+    code from the file."""
+    import torch
+
+    buf = io.BytesIO()
+    torch.save(checkpoint_value(dict(state)), buf)
+    return buf.getvalue()
+
+
+def load_checkpoint_file(path: str | os.PathLike) -> dict[str, Any]:
+    """The checkpoint in ``path``, read with ``torch.load(weights_only=True)``: tensors, plain values and
+    numpy arrays come back, nothing in the file is called. A file that holds anything else (a pickle
+    that would run code) is refused with :class:`CheckpointError` before any of it runs, naming the
+    file and the objects it asks for; so is an unreadable file."""
+    import pickle
+
+    import torch
+
+    path = Path(path)
+    try:
+        with torch.serialization.safe_globals(_numpy_allowlist()):
+            state = torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise
+    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, TypeError, AttributeError, OSError) as e:
+        try:
+            with torch.serialization.safe_globals(_numpy_allowlist()):
+                unsafe = torch.serialization.get_unsafe_globals_in_checkpoint(path)
+        except Exception:  # noqa: BLE001 - a file too damaged to list: the load error says why
+            unsafe = []
+        if unsafe:
+            raise CheckpointError(f"{path}: refused: the file asks for {', '.join(unsafe)}, which a bimu checkpoint "
+                                  "never holds (loading it could run code from the file)") from None
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise CheckpointError(f"{path}: cannot read the checkpoint ({first})") from None
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{path}: not a bimu checkpoint (it holds a {type(state).__name__}, not a dict)")
+    return _restore(state)

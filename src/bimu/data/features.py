@@ -189,7 +189,7 @@ class VGG19(Backbone):
             raise FileNotFoundError(f"VGG19 ImageNet weights not found at {cached}; they are not "
                                     "downloaded at run time")
         model = torchvision.models.vgg19()
-        model.load_state_dict(torch.load(cached, map_location="cpu"))
+        model.load_state_dict(torch.load(cached, map_location="cpu", weights_only=True))
         self.model = model.features.eval()
         self.resolution = int(resolution)
         side = self.resolution // 32

@@ -28,6 +28,7 @@ import torch
 from bimu.atomic import atomic_path, atomic_write_text
 from bimu.edge.packed import PackedNetwork, pack
 from bimu.nn.mlp import LAYER_NORM_EPS, BinaryBayesianMLP
+from bimu.rundir import CHECKPOINT as CHECKPOINT_NAME, load_checkpoint_file
 
 FORMATS = ("npz", "c-header")
 """Export formats."""
@@ -35,8 +36,6 @@ FORMATS = ("npz", "c-header")
 FORMAT_VERSION = 1
 RNG_NAME = "splitmix64-bitsliced-v1"
 """Name of the sampler (stream key, counter layout, MSB-first bit slicing); stored in every export."""
-
-CHECKPOINT_NAME = "checkpoint.pt"
 
 
 # ---------------------------------------------------------------------------- reading runs
@@ -54,12 +53,7 @@ def read_checkpoint(run_dir) -> dict:
         seeds = sorted(p.name for p in path.glob("seed-*") if (p / CHECKPOINT_NAME).is_file())
         hint = f"; pick one of its seed directories: {seeds}" if seeds else ""
         raise FileNotFoundError(f"no {CHECKPOINT_NAME} in {str(path)!r}{hint}")
-    try:
-        # A run directory's checkpoint also holds the runner's state (numpy accuracy matrix, records):
-        # load it as `bimu run` does when it resumes (the file is the user's own run output).
-        state = torch.load(ckpt, map_location="cpu", weights_only=False)
-    except Exception as exc:  # noqa: BLE001 - any unreadable file gets the same clear message
-        raise ValueError(f"cannot read checkpoint {str(ckpt)!r}: {exc}") from exc
+    state = load_checkpoint_file(ckpt)  # CheckpointError (a ValueError) for a refused or unreadable file
     if not isinstance(state, dict) or "method_state" not in state:
         raise ValueError(f"{str(ckpt)!r} is not a bimu checkpoint (no 'method_state')")
     return state

@@ -37,7 +37,9 @@ ENGINES = ("auto", "torch", "fused")
 OOD_SCORES = ("epistemic", "aleatoric", "variation_ratio", "predictive_entropy")
 
 # Keys that do not change results: a run may resume with different values of these.
-NON_SEMANTIC_KEYS = ("seeds", "out", "threads", "data_dir", "engine")
+LOG_SINKS = ("csv", "tensorboard", "mlflow")
+"""Names of ``log_to`` (:data:`bimu.experiments.tracking.SINKS`)."""
+NON_SEMANTIC_KEYS = ("seeds", "out", "threads", "data_dir", "engine", "log_to")
 
 
 def _int(v):
@@ -119,6 +121,8 @@ class RunConfig:
             data's mean and std, :class:`~bimu.data.views.StandardizedBenchmark`) and ``stream_repeats: R``
             (each task's training data streamed R times, :class:`~bimu.data.views.RepeatedStream`). Left out of
             ``config.json`` when empty, so run directories written before it existed still resume.
+        log_to: result sinks besides the run directory (``csv``, ``tensorboard``, ``mlflow``; see
+            :mod:`bimu.experiments.tracking`); they do not change results.
     """
 
     benchmark: str = "pmnist"
@@ -154,6 +158,7 @@ class RunConfig:
     budget: float | None = None
     budget_exponent: float = 0.5
     benchmark_options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    log_to: tuple[str, ...] = ()
 
     @classmethod
     def _rules(cls):
@@ -183,6 +188,7 @@ class RunConfig:
             "budget": (_opt(_float), (lambda v: v is None or 0 < v <= 1, "in (0, 1] or none")),
             "budget_exponent": (_float, (lambda v: v > 0, "> 0")),
             "benchmark_options": (_mapping, None),
+            "log_to": (_tuple(_str), (lambda v: all(n in LOG_SINKS for n in v), f"names from {LOG_SINKS}")),
         }
 
     def __post_init__(self):

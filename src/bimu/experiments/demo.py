@@ -66,7 +66,7 @@ def run_demo(out: str = "bimu-demo", tasks: int = 4, train_limit: int = 10000, t
     if summary.get("ood_auc"):
         print("OOD ROC-AUC vs Fashion-MNIST after the last task: "
               + ", ".join(f"{k} {v:.3f}" for k, v in summary["ood_auc"].items()))
-    fig = plot_accuracy_per_task(group_runs([load_run(res["run_dir"])]), Path(out) / "demo.png",
-                                 title="BiMU on permuted MNIST (demo)")
+    fig = Path(out) / "demo.png"
+    plot_accuracy_per_task(group_runs([load_run(res["run_dir"])]), fig, title="BiMU on permuted MNIST (demo)")
     print(f"figure: {fig}\nrun directory: {res['run_dir']}  ({time.perf_counter() - t0:.0f} s)")
     return 0

@@ -162,7 +162,7 @@ def _run_locked(config, seed, rd, bench, method, engine, learner, resolved, pres
                         eval_batch_size=config.eval_batch_size, eval_samples=config.eval_samples,
                         ood=config.ood, ood_every=config.ood_every, ood_scores=config.ood_scores,
                         train_limit=config.train_limit, test_limit=config.test_limit, log=log,
-                        on_task_end=on_task_end)
+                        on_task_end=on_task_end, sinks=list(config.log_to))
     summary = dict(result["summary"], seed=seed, method=config.method, benchmark=config.benchmark,
                    hidden=list(config.hidden_widths()), engine=engine, preset=preset)
     rd.write_json(SUMMARY, summary)
@@ -213,9 +213,15 @@ def _roundtrip(obj):
 
 def preflight(config: RunConfig) -> None:
     """Every check that can fail before training: config names, hyperparameters, data files, engine,
-    active-learning availability, and that every seed's run directory may be used (:func:`check_run_dir`).
-    Raises ValueError / FileNotFoundError / RuntimeError naming the problem."""
+    active-learning availability, that every checkpoint a seed would resume from loads safely
+    (:func:`~bimu.rundir.load_checkpoint_file`) and that every seed's run directory may be used
+    (:func:`check_run_dir`). Raises ValueError / FileNotFoundError / RuntimeError naming the problem."""
     config.validate()
+    from bimu.experiments.tracking import check_sinks
+
+    check_sinks(config.log_to)
+    for seed in config.seeds:
+        RunDir(seed_dir(config.out, config.benchmark, config.method, seed)).load_checkpoint()
     preset, hparams, note = config.resolve_hparams()
     bench = make_benchmark(config, config.seeds[0])
     sizes = [bench.n_features, *config.hidden_widths(), bench.n_classes]

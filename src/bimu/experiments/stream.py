@@ -260,7 +260,7 @@ def run_stream(benchmark, method, schedule: EvalSchedule | None = None, *, seed:
                ood_scores: Sequence[str] = ("epistemic", "aleatoric", "variation_ratio"),
                train_limit: int | None = None, test_limit: int | None = None,
                log: Callable[[str], None] | None = None, extra_state: dict | None = None,
-               on_task_end: Callable[[int], None] | None = None) -> dict[str, Any]:
+               on_task_end: Callable[[int], None] | None = None, sinks: Sequence = ()) -> dict[str, Any]:
     """Train ``method`` online on ``benchmark``'s tasks; returns the result dict (see module docs).
 
     With ``run_dir``, each completed task is checkpointed (method state, learner state, records),
@@ -271,7 +271,33 @@ def run_stream(benchmark, method, schedule: EvalSchedule | None = None, *, seed:
     ``pred, ask = learner.predict_one(x)`` and ``learner.learn_one(x, y)`` only when asked; its state
     (query generator, acquisition, ledger) is checkpointed and restored with the method's.
     ``on_task_end(task)`` is called after each task is saved (tests use it to inject a crash).
+    Each task record and the summary go to the ``bimu`` logger and to ``sinks``
+    (:mod:`bimu.experiments.tracking`: names such as ``"csv"``, or :class:`~bimu.experiments.tracking.Sink`
+    objects), which are closed when the stream ends or fails.
     """
+    from bimu.experiments.tracking import LoggingSink, make_sinks
+
+    names = [s for s in sinks if isinstance(s, str)]
+    folder = rd_path(run_dir)
+    built = make_sinks(names, folder, run_name=f"{folder.parent.name}/{folder.name}" if folder else f"seed-{seed}")
+    all_sinks = [LoggingSink(f"seed {seed}"), *built, *(s for s in sinks if not isinstance(s, str))]
+    try:
+        return _run_stream(benchmark, method, schedule, seed, n_tasks, run_dir, progress, learner, batch_size,
+                           eval_batch_size, eval_samples, ood, ood_every, ood_scores, train_limit, test_limit, log,
+                           extra_state, on_task_end, all_sinks)
+    finally:
+        for s in all_sinks:
+            s.close()
+
+
+def rd_path(run_dir) -> Path | None:
+    """The folder of ``run_dir`` (a RunDir, a path or None)."""
+    return None if run_dir is None else Path(getattr(run_dir, "path", run_dir))
+
+
+def _run_stream(benchmark, method, schedule, seed, n_tasks, run_dir, progress, learner, batch_size, eval_batch_size,
+                eval_samples, ood, ood_every, ood_scores, train_limit, test_limit, log, extra_state, on_task_end,
+                sinks):
     schedule = schedule or EvalSchedule()
     n = int(n_tasks if n_tasks is not None else benchmark.n_tasks)
     if n < 1:
@@ -355,6 +381,8 @@ def run_stream(benchmark, method, schedule: EvalSchedule | None = None, *, seed:
             f"{rec['steps_per_s']:.0f} steps/s"
             + ("" if rec["ood_auc"] is None else ", OOD AUC " + " ".join(
                 f"{k}={v:.3f}" for k, v in rec["ood_auc"].items())))
+        for sink in sinks:
+            sink.task_end(rec, R)
         if on_task_end is not None:
             on_task_end(t)
 
@@ -362,6 +390,8 @@ def run_stream(benchmark, method, schedule: EvalSchedule | None = None, *, seed:
     if rd is not None:
         rd.write_matrix(R)
         rd.write_metrics(records)
+    for sink in sinks:
+        sink.run_end(summary, R)
     return {"R": R, "records": records, "summary": summary}
 
 

@@ -1,6 +1,11 @@
-"""Figures from run directories (matplotlib, Agg backend; no display needed; written atomically).
+"""Figures from run directories, as :class:`matplotlib.figure.Figure` objects.
 
-Accuracy per task (:func:`plot_accuracy_per_task`), accuracy vs queried fraction overall / frequent /
+Every ``plot_*`` function builds its figure with matplotlib's object API (no pyplot, so the backend
+of a notebook or script is left as it is), returns it, and when given a ``path`` also writes it there
+as a PNG, atomically. In Jupyter the returned figure displays as the cell's value.
+
+Accuracy per task (:func:`plot_accuracy_per_task`), the accuracy matrix as a heatmap
+(:func:`plot_accuracy_matrix`), accuracy vs queried fraction overall / frequent /
 rare (:func:`plot_accuracy_vs_queried`), histograms of ``sigmoid(2 lambda)`` of trained models
 (:func:`plot_probability_histograms`, :func:`lambdas_of`) and the colour map of BiMU's learning rate
 (:func:`plot_learning_rate_map`, from :func:`bimu.optim.bimu.bimu_learning_rate`).
@@ -13,9 +18,15 @@ rare (:func:`plot_accuracy_vs_queried`), histograms of ``sigmoid(2 lambda)`` of 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 
 
 def _mean_matrix(runs):
@@ -27,17 +38,25 @@ def _mean_matrix(runs):
     return mean_accuracy_matrix(mats)
 
 
-def plot_accuracy_per_task(groups: dict, path: str | os.PathLike, title: str | None = None) -> Path:
-    """Two panels per figure: accuracy right after training on each task, and accuracy on each task
-    after the whole stream (seed means, NaN entries skipped). Returns the PNG path."""
-    plt = _pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+def group_matrices(groups: dict) -> dict[str, np.ndarray]:
+    """Label -> seed-mean accuracy matrix of each group of :func:`bimu.report.tables.group_runs` (groups
+    whose seeds have no matrix, or matrices of different shapes, are left out), sorted by key."""
+    out = {}
     for key, runs in sorted(groups.items(), key=lambda kv: str(kv[0])):
         R = _mean_matrix(runs)
-        if R is None:
-            continue
-        bench, method, hidden, active = key
-        label = f"{method} ({bench}, {'x'.join(map(str, hidden)) or 'linear'}{', ' + active if active else ''})"
+        if R is not None:
+            bench, method, hidden, active = key
+            out[f"{method} ({bench}, {'x'.join(map(str, hidden)) or 'linear'}{', ' + active if active else ''})"] = R
+    return out
+
+
+def plot_accuracy_per_task(groups: dict, path: str | os.PathLike | None = None, title: str | None = None) -> Figure:
+    """Two panels: accuracy right after training on each task, and accuracy on each task after the
+    whole stream (seed means, NaN entries skipped), one line per group of
+    :func:`bimu.report.tables.group_runs`. Returns the figure (also written to ``path`` if given)."""
+    fig = _figure(11, 4)
+    axes = fig.subplots(1, 2, sharey=True)
+    for label, R in group_matrices(groups).items():
         tasks = np.arange(1, R.shape[0] + 1)
         diag = np.diagonal(R) * 100
         final = R[-1] * 100
@@ -58,46 +77,89 @@ def plot_accuracy_per_task(groups: dict, path: str | os.PathLike, title: str | N
     axes[1].legend(fontsize=8, loc="lower left")
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
-    return _save(fig, path)
+    return _finish(fig, path)
 
 
-def _save(fig, path) -> Path:
-    """Save ``fig`` to ``path`` atomically (temp file + ``os.replace``) and close it."""
-    import matplotlib.pyplot as plt
+def _figure(width: float, height: float) -> Figure:
+    """A new figure of the object API (not registered with pyplot, so no backend is selected)."""
+    from matplotlib.figure import Figure
 
-    from bimu.atomic import atomic_path
-
-    p = Path(path)
-    try:
-        with atomic_path(p) as tmp:
-            fig.savefig(tmp, dpi=110)
-    finally:
-        plt.close(fig)
-    return p
+    return Figure(figsize=(width, height))
 
 
-def _pyplot():
-    import matplotlib
+def _finish(fig: Figure, path: str | os.PathLike | None, layout: bool = True) -> Figure:
+    """Lay ``fig`` out (``layout``: with ``tight_layout``, else cropped when written), write it to
+    ``path`` atomically (temp file + ``os.replace``) if given, and return it."""
+    if layout:
+        fig.tight_layout()
+    if path is not None:
+        from bimu.atomic import atomic_path
 
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+        with atomic_path(Path(path)) as tmp:
+            fig.savefig(tmp, dpi=110, format="png", bbox_inches=None if layout else "tight")
+    return fig
 
-    return plt
+
+def plot_accuracy_matrix(R, path: str | os.PathLike | None = None, title: str | None = None,
+                         annotate: bool | None = None) -> Figure:
+    """The accuracy matrix as a heatmap: row ``i`` after training on task ``i + 1``, column ``j`` the
+    accuracy (%) on task ``j + 1``; entries never evaluated (NaN) are left blank. ``R`` is one matrix
+    (fractions in [0, 1]) or a mapping label -> matrix, one panel each. ``annotate`` writes each
+    value in its cell (default: matrices up to 12 tasks). Returns the figure (also written to
+    ``path`` if given).
+
+    >>> fig = plot_accuracy_matrix(np.array([[0.9, np.nan], [0.8, 0.95]]))
+    >>> fig.axes[0].images[0].get_array().tolist()
+    [[90.0, None], [80.0, 95.0]]
+    """
+    panels = dict(R) if isinstance(R, Mapping) else {"": R}
+    mats = {k: np.asarray(v, dtype=np.float64) for k, v in panels.items()}
+    for k, m in mats.items():
+        if m.ndim != 2 or m.shape[0] != m.shape[1] or m.size == 0:
+            raise ValueError(f"accuracy matrix {k or ''}: expected a non-empty square matrix, got shape {m.shape}")
+    cols = min(len(mats), 3)
+    rows = -(-len(mats) // cols)
+    side = 4.2 if max(m.shape[0] for m in mats.values()) <= 12 else 5.2
+    fig = _figure(side * cols + 1.0, side * rows)
+    axes = fig.subplots(rows, cols, squeeze=False).ravel()
+    from matplotlib.ticker import MaxNLocator
+
+    image = None
+    for ax, (label, m) in zip(axes, mats.items()):
+        n = m.shape[0]
+        pct = np.ma.masked_invalid(100.0 * m)
+        image = ax.imshow(pct, vmin=0.0, vmax=100.0, cmap="viridis", origin="upper", interpolation="nearest",
+                          extent=(0.5, n + 0.5, n + 0.5, 0.5))
+        if (annotate if annotate is not None else n <= 12):
+            for i, j in zip(*np.nonzero(~np.isnan(m))):
+                ax.text(j + 1, i + 1, f"{pct[i, j]:.1f}", ha="center", va="center", fontsize=7,
+                        color="white" if pct[i, j] < 60 else "black")
+        for axis in (ax.xaxis, ax.yaxis):
+            axis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel("evaluated task")
+        ax.set_ylabel("after training on task")
+        if label:
+            ax.set_title(str(label))
+    for ax in axes[len(mats):]:
+        ax.axis("off")
+    fig.colorbar(image, ax=list(axes[:len(mats)]), label="test accuracy (%)")
+    if title:
+        fig.suptitle(title)
+    return _finish(fig, path, layout=False)  # a colour bar over several panels: no tight_layout
 
 
 QUERY_PANELS = (("accuracy", "overall"), ("frequent_accuracy", "frequent classes"), ("rare_accuracy", "rare classes"))
 """The three panels of the accuracy-vs-queried-fraction figures: (key, title)."""
 
 
-def plot_accuracy_vs_queried(curves: dict, path: str | os.PathLike, baseline: dict | None = None,
-                             title: str = "", dashed=("random",)) -> Path:
+def plot_accuracy_vs_queried(curves: dict, path: str | os.PathLike | None = None, baseline: dict | None = None,
+                             title: str = "", dashed=("random",)) -> Figure:
     """Accuracy vs queried fraction in three panels (overall, frequent, rare classes), as the paper's
     active-learning figures. ``curves``: label -> list of points, each a dict with ``query_fraction``
     and the panel keys (fractions in [0, 1]); ``baseline``: the 100%-update point drawn as a horizontal
-    line. Returns the PNG path."""
-    plt = _pyplot()
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.3))
+    line. Returns the figure (also written to ``path`` if given)."""
+    fig = _figure(15, 4.3)
+    axes = fig.subplots(1, 3)
     for ax, (key, name) in zip(axes, QUERY_PANELS):
         for label, pts in curves.items():
             pts = sorted((p["query_fraction"], p.get(key, float("nan"))) for p in pts)
@@ -116,8 +178,7 @@ def plot_accuracy_vs_queried(curves: dict, path: str | os.PathLike, baseline: di
     axes[0].legend(fontsize=8)
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
-    return _save(fig, path)
+    return _finish(fig, path)
 
 
 def lambdas_of(method_state: dict) -> np.ndarray:
@@ -136,14 +197,16 @@ def lambdas_of(method_state: dict) -> np.ndarray:
     return np.concatenate(found)
 
 
-def plot_probability_histograms(panels: dict, path: str | os.PathLike, title: str = "", bins: int = 50) -> Path:
+def plot_probability_histograms(panels: dict, path: str | os.PathLike | None = None, title: str = "",
+                                bins: int = 50) -> Figure:
     """One histogram per panel of the synaptic probabilities ``p = sigmoid(2 lambda)`` (the paper's
-    memory-window figure). ``panels``: label -> lambda array. Returns the PNG path."""
-    plt = _pyplot()
+    memory-window figure). ``panels``: label -> lambda array. Returns the figure (also written to
+    ``path`` if given)."""
     n = max(1, len(panels))
     cols = min(n, 3)
     rows = (n + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.2 * rows), squeeze=False)
+    fig = _figure(4.2 * cols, 3.2 * rows)
+    axes = fig.subplots(rows, cols, squeeze=False)
     for ax, (label, lam) in zip(axes.ravel(), panels.items()):
         p = 0.5 * (1.0 + np.tanh(np.asarray(lam, dtype=np.float64)))  # sigmoid(2 lambda), no overflow
         ax.hist(p, bins=bins, range=(0.0, 1.0), color="C0")
@@ -154,8 +217,7 @@ def plot_probability_histograms(panels: dict, path: str | os.PathLike, title: st
         ax.axis("off")
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
-    return _save(fig, path)
+    return _finish(fig, path)
 
 
 def learning_rate_grid(lr_max: float = 1.0, likelihood_multiplier: float = 1.0, kl_multiplier: float = 1.0,
@@ -173,18 +235,18 @@ def learning_rate_grid(lr_max: float = 1.0, likelihood_multiplier: float = 1.0, 
     return lam.numpy(), g.numpy(), eta.numpy()
 
 
-def plot_learning_rate_map(path: str | os.PathLike, lr_max: float = 1.0, likelihood_multiplier: float = 1.0,
-                           kl_multiplier: float = 1.0, lam_range=(-4.0, 4.0), grad_range=(-2.0, 2.0),
-                           n: int = 201) -> Path:
+def plot_learning_rate_map(path: str | os.PathLike | None = None, lr_max: float = 1.0,
+                           likelihood_multiplier: float = 1.0, kl_multiplier: float = 1.0, lam_range=(-4.0, 4.0),
+                           grad_range=(-2.0, 2.0), n: int = 201) -> Figure:
     """The paper's colour map of the metaplastic step size eta over (lambda, dL/dlambda) with
-    alpha_max = ``lr_max`` (default 1, as in the paper). Returns the PNG path."""
-    plt = _pyplot()
+    alpha_max = ``lr_max`` (default 1, as in the paper). Returns the figure (also written to ``path``
+    if given)."""
     lam, g, eta = learning_rate_grid(lr_max, likelihood_multiplier, kl_multiplier, lam_range, grad_range, n)
-    fig, ax = plt.subplots(figsize=(6, 4.6))
+    fig = _figure(6, 4.6)
+    ax = fig.subplots()
     mesh = ax.pcolormesh(lam, g, eta, shading="auto", cmap="viridis", vmin=0.0, vmax=float(lr_max))
     fig.colorbar(mesh, ax=ax, label="eta")
     ax.set_xlabel("lambda_{t-1}")
     ax.set_ylabel("dL/dlambda")
     ax.set_title(f"BiMU learning rate (alpha_max = {lr_max:g})")
-    fig.tight_layout()
-    return _save(fig, path)
+    return _finish(fig, path)

@@ -319,8 +319,9 @@ def queried_table(name: str, title: str, setup: ALSetup, rows: Sequence[ALRow], 
     if figure:
         curves, base = _curve_points(rows, results, lambda r: r.labels[0])
         if curves or base:
-            figs.append(plot_accuracy_vs_queried(curves, Path(opts.out) / f"{name}-accuracy-vs-queried.png",
-                                                 baseline=base, title=table.title))
+            path = Path(opts.out) / f"{name}-accuracy-vs-queried.png"
+            plot_accuracy_vs_queried(curves, path, baseline=base, title=table.title)
+            figs.append(path)
     return Report(table, figs, 0, [setup.benchmark])
 
 

@@ -37,8 +37,9 @@ def accuracy_per_task_figure(entry: Entry, opts: Options, rows, summaries) -> li
             groups[(row.config.benchmark, " ".join(row.labels), tuple(row.config.hidden or ()), None)] = runs
     if not groups:
         return []
-    return [plot_accuracy_per_task(groups, Path(opts.out) / f"{entry.name}-accuracy-per-task.png",
-                                   title=entry.title)]
+    path = Path(opts.out) / f"{entry.name}-accuracy-per-task.png"
+    plot_accuracy_per_task(groups, path, title=entry.title)
+    return [path]
 
 
 def probability_histograms_figure(entry: Entry, opts: Options, rows, summaries) -> list[Path]:
@@ -62,8 +63,9 @@ def probability_histograms_figure(entry: Entry, opts: Options, rows, summaries) 
             continue
     if not panels:
         return []
-    return [plot_probability_histograms(panels, Path(opts.out) / f"{entry.name}-probabilities.png",
-                                        title="p = sigmoid(2 lambda) at the end of training")]
+    path = Path(opts.out) / f"{entry.name}-probabilities.png"
+    plot_probability_histograms(panels, path, title="p = sigmoid(2 lambda) at the end of training")
+    return [path]
 
 
 def learning_rate_map(opts: Options, log=None) -> Report:
@@ -73,7 +75,8 @@ def learning_rate_map(opts: Options, log=None) -> Report:
 
     from bimu.report.plots import learning_rate_grid, plot_learning_rate_map
 
-    fig = plot_learning_rate_map(Path(opts.out) / "learning-rate-map.png", lr_max=1.0)
+    fig = Path(opts.out) / "learning-rate-map.png"
+    plot_learning_rate_map(fig, lr_max=1.0)
     lam, g, eta = learning_rate_grid(lr_max=1.0, n=5)
     rows = [[f"{lam[j]:g}", f"{g[i]:g}", f"{eta[i, j]:.4f}"] for i in range(len(g)) for j in range(len(lam))]
     notes = ["eta = 1 / (kl_multiplier (1 - tanh^2 lambda) + 2 likelihood_multiplier (tanh(lambda) g + |g|) "
