@@ -87,7 +87,7 @@ class Hyperparameter:
                 value = int(f)
             else:
                 value = self.type(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise ValueError(
                 f"hyperparameter {self.name!r} must be of type {self.type.__name__}, got {value!r}"
             ) from None
