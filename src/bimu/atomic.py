@@ -138,3 +138,29 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     """Write ``text`` to ``path`` atomically, UTF-8 encoded (see :func:`atomic_path`)."""
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def check_new_file(path: str | os.PathLike, overwrite: bool = False) -> Path:
+    """``path`` checked before any work is done to produce it: ValueError naming it when it is a folder,
+    lies under a file, or exists while ``overwrite`` is false (a command's ``--force``).
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> _ = (d / "out.json").write_text("{}")
+    >>> check_new_file(d / "out.json", overwrite=True) == d / "out.json"
+    True
+    >>> try:
+    ...     check_new_file(d / "out.json")
+    ... except ValueError as e:
+    ...     print(str(e).replace(str(d), "D"))
+    D/out.json exists; pass --force to overwrite it
+    """
+    p = Path(path)
+    if p.is_dir():
+        raise ValueError(f"{p} is a folder, not a file")
+    parent = next((q for q in p.parents if q.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise ValueError(f"cannot write {p}: {parent} is a file, not a folder")
+    if p.exists() and not overwrite:
+        raise ValueError(f"{p} exists; pass --force to overwrite it")
+    return p

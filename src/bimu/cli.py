@@ -4,8 +4,10 @@
 Subcommands that live in other subpackages are modules listed in :data:`COMMAND_MODULES`, each with
 ``add_parser(subparsers)``.
 
-Exit codes: 0 success, 1 a seed failed (the others completed), 2 bad configuration or data (or a run
-directory that holds another run or is in use), 130 interrupted (Ctrl-C), 143 terminated (SIGTERM).
+Exit codes: 0 success, 1 a seed failed (the others completed), 2 bad configuration or data (every
+OSError, ValueError and OverflowError that reaches :func:`main` becomes one line naming the file or
+value, :func:`describe_error`; also a run directory that holds another run or is in use), 130
+interrupted (Ctrl-C), 143 terminated (SIGTERM).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import math
 import sys
 from pathlib import Path
 from collections.abc import Sequence
@@ -34,6 +37,23 @@ _S = argparse.SUPPRESS
 def _err(msg: str) -> int:
     print(f"bimu: error: {msg}", file=sys.stderr)
     return 2
+
+
+def describe_error(e: BaseException) -> str:
+    """One line for an error that reaches the top level: an OSError names its file(s) and the system's
+    reason, an OverflowError says a number is out of range, anything else is its message.
+
+    >>> describe_error(IsADirectoryError(21, "Is a directory", "runs/x.json"))
+    'runs/x.json: Is a directory'
+    >>> describe_error(OverflowError("cannot convert float infinity to integer"))
+    'a number is out of range (cannot convert float infinity to integer)'
+    """
+    if isinstance(e, OSError) and e.filename is not None:
+        names = str(e.filename) if e.filename2 is None else f"{e.filename} -> {e.filename2}"
+        return f"{names}: {e.strerror or e}"
+    if isinstance(e, OverflowError):
+        return f"a number is out of range ({e})"
+    return " ".join(str(e).split()) or type(e).__name__
 
 
 # ------------------------------------------------------------------------------- run
@@ -108,12 +128,20 @@ def read_config_file(path: str) -> dict:
     except OSError as e:
         raise ValueError(f"config file {path}: cannot be read ({e.strerror or e})") from None
     try:
-        obj = json.loads(text)
+        obj = json.loads(text, parse_float=lambda v: _finite_float(path, v))
     except json.JSONDecodeError as e:
         raise ValueError(f"config file {path} is not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}") from None
     if not isinstance(obj, dict):
         raise ValueError(f"config file {path} must hold a JSON object of config keys, got {type(obj).__name__}")
     return obj
+
+
+def _finite_float(path: str, text: str) -> float:
+    """A number of a config file; ValueError naming the file and the number when it overflows a float."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"config file {path}: number {text[:40]} is out of range")
+    return value
 
 
 def config_from_args(args: argparse.Namespace):
@@ -157,8 +185,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt as e:
         print("bimu: interrupted; run the same command again to resume", file=sys.stderr)
         return getattr(e, "exit_code", 130)
-    except (ValueError, FileNotFoundError, RuntimeError) as e:
-        return _err(str(e))
+    except (ValueError, OSError, RuntimeError) as e:
+        return _err(describe_error(e))
     from bimu.report.tables import group_runs, load_run, markdown_table
 
     runs = [load_run(r["run_dir"]) for r in results.values()]
@@ -240,8 +268,8 @@ def cmd_data_verify(args: argparse.Namespace) -> int:
         try:
             paths = verify_dataset(name, args.data_dir)
             print(f"{name}: OK ({len(paths)} files in {paths[0].parent})")
-        except (FileNotFoundError, ChecksumError, ValueError) as e:
-            print(f"{name}: FAILED: {e}")
+        except (OSError, ChecksumError, ValueError) as e:
+            print(f"{name}: FAILED: {describe_error(e)}")
             bad += 1
     print(f"data directory: {describe_resolution(args.data_dir)}")
     return 2 if bad else 0
@@ -390,7 +418,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except (OSError, ValueError, OverflowError) as e:  # bad input or an unusable file: one line, exit 2
+        return _err(describe_error(e))
 
 
 if __name__ == "__main__":

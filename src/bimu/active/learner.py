@@ -25,7 +25,7 @@ from bimu.active.accounting import Accounting
 from bimu.active.budget import BudgetController
 from bimu.active.scores import SCORES, canonical_score, dissent_count, score_values
 from bimu.active.threshold import ThresholdRule, vote_threshold
-from bimu.methods.base import OnlineMethod, generator_on, seeded_generator
+from bimu.methods.base import OnlineMethod, check_labels, generator_on, seeded_generator
 
 
 class Acquisition:
@@ -189,15 +189,23 @@ class ActiveLearner:
             raise ValueError(f"predict_one/learn_one take one example [1, D], got {tuple(x.shape)}")
         return x
 
+    def _as_label(self, y) -> torch.Tensor:
+        """One label as a ``[1]`` tensor, checked to be an integer in range (a float label such as 2.7 is
+        refused, never rounded)."""
+        label = torch.as_tensor(y).reshape(-1)
+        check_labels(label, 1, self.method.n_classes)
+        return label
+
     def predict_one(self, x: torch.Tensor, y=None) -> tuple[int, bool]:
         """Predict one example and decide whether to query its label."""
         x = self._as_row(x)
         self.method.check_batch(x)
+        label = None if y is None else self._as_label(y)
         k = self.acquisition.mc_samples
         self.query_generator = generator_on(self.query_generator, self.method.device)
         probs = self.method.predict_proba(x, n_samples=k, generator=self.query_generator)
         prediction = int(torch.log(probs.clamp_min(1e-30)).mean(0).argmax(-1)[0])
-        label = None if y is None else torch.as_tensor(y, dtype=torch.int64, device=probs.device).reshape(1)
+        label = None if label is None else label.to(probs.device)
         ask, score, tau = self.acquisition.decide(probs, self.ledger.labels_queried, self.ledger.examples_seen,
                                                   label)
         self.last_score, self.last_tau = score, tau
@@ -212,8 +220,7 @@ class ActiveLearner:
         if self._pending is False:
             raise RuntimeError("learn_one called for an example that predict_one did not query")
         x = self._as_row(x)
-        y = torch.as_tensor(y, dtype=torch.int64).reshape(1)
-        self.method.learn(x, y)
+        self.method.learn(x, self._as_label(y))  # refuses a float or out-of-range label before any change
         if self._pending:
             self.ledger.record_update()
         else:

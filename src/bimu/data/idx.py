@@ -47,14 +47,17 @@ class IDXFormatError(ValueError):
 
 
 def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
-    """Hex SHA-256 of a file's bytes (as stored, i.e. of the ``.gz`` if gzipped)."""
+    """Hex SHA-256 of a file's bytes (as stored, i.e. of the ``.gz`` if gzipped); an OSError names the file."""
     h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while True:
-            b = f.read(chunk)
-            if not b:
-                break
-            h.update(b)
+    try:
+        with open(path, "rb") as f:
+            while True:
+                b = f.read(chunk)
+                if not b:
+                    break
+                h.update(b)
+    except OSError as e:  # the error names the file it could not read
+        raise type(e)(e.errno, e.strerror or str(e), os.fspath(path)) from None
     return h.hexdigest()
 
 

@@ -26,6 +26,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("run_dir", help="run directory holding checkpoint.pt (or the checkpoint file)")
     p.add_argument("--format", choices=FORMATS, default="npz", help="output format (default: npz)")
     p.add_argument("--out", default=None, help="output directory (default: RUN_DIR/edge-FORMAT)")
+    p.add_argument("--force", action="store_true", help="overwrite files an earlier export wrote there")
     p.add_argument("--input-bits", type=int, default=8, help="bits of the quantised input (default 8)")
     p.add_argument("--input-max", type=float, default=None,
                    help="largest |input| to represent without clipping (default 4.0); sets the "
@@ -51,10 +52,13 @@ def add_parser(subparsers) -> None:
 
 def run_export(args) -> int:
     """``bimu export``: returns 0 on success, 2 with a message on bad input."""
-    from bimu.edge.export import export_run
+    from bimu.atomic import check_new_file
+    from bimu.edge.export import FORMAT_FILES, export_run
 
     out = args.out or f"{args.run_dir.rstrip('/')}/edge-{args.format}"
     try:
+        for name in FORMAT_FILES[args.format]:
+            check_new_file(f"{out}/{name}", overwrite=args.force)
         paths = export_run(args.run_dir, out, args.format, input_bits=args.input_bits, input_max=args.input_max)
     except (FileNotFoundError, ValueError, TypeError) as exc:
         print(f"bimu export: error: {exc}", file=sys.stderr)

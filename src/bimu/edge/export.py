@@ -31,6 +31,8 @@ from bimu.nn.mlp import LAYER_NORM_EPS, BinaryBayesianMLP
 from bimu.rundir import CHECKPOINT as CHECKPOINT_NAME, load_checkpoint_file
 
 FORMATS = ("npz", "c-header")
+FORMAT_FILES = {"npz": ("bimu_model.npz",), "c-header": ("bimu_model.h", "bimu_infer.c")}
+"""The files an export of each format writes into its output folder."""
 """Export formats."""
 
 FORMAT_VERSION = 1
@@ -191,9 +193,9 @@ def export_packed(packed: PackedNetwork, out_dir, format: str = "npz", meta: dic
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if format == "npz":
-        return [save_npz(packed, out / "bimu_model.npz", meta)]
+        return [save_npz(packed, out / FORMAT_FILES["npz"][0], meta)]
     paths = []
-    for name, text in (("bimu_model.h", c_header(packed, meta)), ("bimu_infer.c", c_template())):
+    for name, text in zip(FORMAT_FILES["c-header"], (c_header(packed, meta), c_template())):
         p = out / name
         atomic_write_text(p, text)
         paths.append(p)

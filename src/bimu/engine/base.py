@@ -76,8 +76,6 @@ class FusedMethod(OnlineMethod):
         x = torch.as_tensor(x)
         if y is not None:
             y = torch.as_tensor(y)
-            if y.dtype.is_floating_point or y.dtype == torch.bool:
-                raise ValueError(f"labels must be integers, got dtype {y.dtype}")
         self.check_batch(x, y)
         xn = np.ascontiguousarray(x.detach().cpu().numpy(), dtype=self.dtype)
         yn = None if y is None else np.ascontiguousarray(y.detach().cpu().numpy(), dtype=np.int64)
@@ -88,22 +86,26 @@ class FusedMethod(OnlineMethod):
         raise NotImplementedError
 
     def learn(self, x: torch.Tensor, y: torch.Tensor) -> None:
-        """One update from a labelled batch, in one compiled call."""
+        """One update from a labelled batch, in one compiled call; the state is then checked to be finite
+        (:meth:`~bimu.methods.base.OnlineMethod.check_finite`)."""
         xn, yn = self._as_inputs(x, y)
         if xn.shape[0] == 0:
             raise ValueError("cannot learn from an empty batch")
         self._run(xn, yn, 1, xn.shape[0])
+        self.check_finite()
         self.examples_seen += int(xn.shape[0])  # as the torch methods: examples, not steps
         self.updates_applied += 1
 
     def learn_many(self, X, Y) -> None:
         """``len(X)`` consecutive batch-size-1 steps in one compiled call; identical to calling
-        :meth:`learn` on each row in turn (counters included)."""
+        :meth:`learn` on each row in turn (counters included); the state is checked to be finite after
+        the call."""
         xn, yn = self._as_inputs(X, Y)
         n = xn.shape[0]
         if n == 0:
             return
         self._run(xn, yn, n, 1)
+        self.check_finite()
         self.examples_seen += n
         self.updates_applied += n
 

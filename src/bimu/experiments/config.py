@@ -39,14 +39,18 @@ OOD_SCORES = ("epistemic", "aleatoric", "variation_ratio", "predictive_entropy")
 # Keys that do not change results: a run may resume with different values of these.
 LOG_SINKS = ("csv", "tensorboard", "mlflow")
 """Names of ``log_to`` (:data:`bimu.experiments.tracking.SINKS`)."""
+MAX_SEED = 2**32
+"""Seeds lie in ``[0, MAX_SEED)`` (every generator derived from a seed then fits in 64 bits)."""
 NON_SEMANTIC_KEYS = ("seeds", "out", "threads", "data_dir", "engine", "log_to")
 
 
 def _int(v):
     if isinstance(v, bool):
         raise ValueError
+    if isinstance(v, int):
+        return v
     f = float(v)
-    if f != int(f):
+    if not math.isfinite(f) or f != int(f):
         raise ValueError
     return int(f)
 
@@ -167,8 +171,8 @@ class RunConfig:
         return {
             "benchmark": (_str, None), "method": (_str, None),
             "tasks": (_opt(_int), opt_pos), "seeds": (_tuple(_int), (lambda v: len(v) >= 1 and len(set(v)) == len(v)
-                                                          and all(s >= 0 for s in v),
-                                                          "a non-empty list of distinct seeds >= 0")),
+                                                          and all(0 <= s < MAX_SEED for s in v),
+                                                          f"a non-empty list of distinct seeds in [0, {MAX_SEED})")),
             "hidden": (_opt(_tuple(_int)), (lambda v: v is None or all(h >= 1 for h in v), "widths >= 1")),
             "preset": (_str, None), "overrides": (_mapping, None),
             "batch_size": (_int, pos),

@@ -111,7 +111,11 @@ def evaluate_run(path: str | Path, *, tasks: Sequence[str] = ("current",), optio
     ood_x = bench.ood_set() if (ood and wanted) else None
     if ood and wanted and ood_x is None and scores is not None:
         raise ValueError(f"benchmark {cfg.benchmark!r} has no OOD set to score {list(scores)} against")
-    ckpt = rd.load_checkpoint()
+    try:
+        ckpt = rd.load_checkpoint()
+    except Exception as e:  # noqa: BLE001 - torch.load of a torn file raises OSError, RuntimeError, EOFError, ...
+        raise ValueError(f"{rd.path / 'checkpoint.pt'} cannot be read: truncated or corrupt "
+                         f"({type(e).__name__}: {' '.join(str(e).split())[:200]})") from None
     n = int(ckpt.get("n_tasks", 0))
     if ckpt.get("format") != CHECKPOINT_FORMAT:
         raise ValueError(f"{rd.path}: checkpoint format {ckpt.get('format')}, this bimu reads {CHECKPOINT_FORMAT}")
@@ -170,9 +174,11 @@ def format_result(res: Mapping[str, Any]) -> str:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """``bimu evaluate``: every seed directory given, in turn; ``--json`` writes all results atomically."""
-    from bimu.atomic import atomic_write_text
+    from bimu.atomic import atomic_write_text, check_new_file
 
     try:
+        if args.json:
+            check_new_file(args.json, overwrite=args.force)
         options = dict(parse_benchmark_option(o) for o in args.option)
         results = [evaluate_run(p, tasks=args.tasks, options=options, scores=args.ood_scores,
                                 eval_samples=args.eval_samples, ood=not args.no_ood, data_dir=args.data_dir)
@@ -213,4 +219,5 @@ def add_parser(subparsers) -> None:
                    help="Monte Carlo samples per prediction (default: the method's)")
     p.add_argument("--data-dir", default=None, help="data directory (default: the run's, else $BIMU_DATA_DIR)")
     p.add_argument("--json", default=None, metavar="FILE", help="also write the results as JSON (atomically)")
+    p.add_argument("--force", action="store_true", help="overwrite an existing --json file")
     p.set_defaults(func=cmd_evaluate)

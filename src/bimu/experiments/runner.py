@@ -23,6 +23,8 @@ import torch
 
 from bimu.engine.build import build_method
 from bimu.experiments.config import RunConfig
+from bimu.methods import get_method
+from bimu.methods.footprint import check_step_memory
 from bimu.rundir import CONFIG, ENVIRONMENT, SUMMARY, RunDir, RunDirRefused, environment_info, seed_dir
 from bimu.experiments.stream import run_stream
 
@@ -225,6 +227,7 @@ def preflight(config: RunConfig) -> None:
     preset, hparams, note = config.resolve_hparams()
     bench = make_benchmark(config, config.seeds[0])
     sizes = [bench.n_features, *config.hidden_widths(), bench.n_classes]
+    check_step_memory(get_method(config.method), sizes, hparams)  # before anything is allocated
     method, engine = make_method(config, sizes, config.seeds[0], hparams)
     if config.active is not None:
         make_acquisition(config)

@@ -5,7 +5,9 @@
 (:func:`bimu.tune.evaluators.synthetic_evaluate`). For each task it takes the task's training examples
 in presentation order (``benchmark.train_task(task, seed)``, the first ``train_limit`` of them, through
 ``transform`` if given), checks them once (``method.check_batch``), learns them with :func:`learn_task`,
-calls ``task_end()`` for methods that declare ``needs_task_boundaries``, and yields a :class:`TaskDone`;
+calls ``task_end()`` for methods that declare ``needs_task_boundaries``, checks that the method's state
+is finite (:class:`~bimu.methods.divergence.DivergenceError` naming the task otherwise, before anything
+of the task is recorded or checkpointed), and yields a :class:`TaskDone`;
 the caller evaluates, records or checkpoints before the next task starts. :func:`learn_task` learns
 one task: labelled (batch by batch; a method with ``learn_many`` takes 4096 batch-size-1 steps per
 compiled call, the same as one ``learn`` per example), or through an active learner (``predict_one``
@@ -51,6 +53,7 @@ import torch
 
 from bimu import metrics
 from bimu.experiments.progress import Progress
+from bimu.methods.divergence import DivergenceError
 from bimu.rundir import RunDir, RunDirRefused
 from bimu.experiments.schedule import EvalSchedule
 
@@ -110,11 +113,15 @@ def _stream(benchmark, method, seed, tasks, learner, predict, batch_size, train_
         steps = -(-len(y) // batch_size)
         bar.start_task(t, steps)
         t0 = time.perf_counter()
-        correct, asked = learn_task(method, x, y, learner=learner, predict=predict, batch_size=batch_size,
-                                    task=t, progress=bar)
-        train_s = time.perf_counter() - t0
-        if boundaries:
-            method.task_end()
+        try:
+            correct, asked = learn_task(method, x, y, learner=learner, predict=predict, batch_size=batch_size,
+                                        task=t, progress=bar)
+            train_s = time.perf_counter() - t0
+            if boundaries:
+                method.task_end()
+            method.check_finite(t)
+        except DivergenceError as e:
+            raise e.during(t) from None
         yield TaskDone(task=t, n_train=int(len(y)), steps=steps, train_seconds=train_s, online_correct=correct,
                        asked=asked)
 

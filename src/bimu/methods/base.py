@@ -29,6 +29,7 @@ from typing import Any, ClassVar
 
 import torch
 
+from bimu.methods.divergence import check_loss, check_state
 from bimu.uncertainty import UNCERTAINTY_SCORES
 
 SCORE_NAMES = tuple(UNCERTAINTY_SCORES)
@@ -86,7 +87,7 @@ class Hyperparameter:
                 value = int(f)
             else:
                 value = self.type(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise ValueError(
                 f"hyperparameter {self.name!r} must be of type {self.type.__name__}, got {value!r}"
             ) from None
@@ -137,7 +138,16 @@ class MethodInfo:
 
 
 def check_labels(y: torch.Tensor, batch: int, n_classes: int) -> None:
-    """ValueError unless ``y`` is ``[batch]`` with values in ``[0, n_classes)``, naming what is wrong."""
+    """ValueError unless ``y`` is an integer ``[batch]`` tensor with values in ``[0, n_classes)``, naming
+    what is wrong (float labels are refused, never rounded).
+
+    >>> check_labels(torch.tensor([2.7]), 1, 10)
+    Traceback (most recent call last):
+    ...
+    ValueError: labels must be integers, got dtype torch.float32
+    """
+    if y.dtype.is_floating_point or y.dtype.is_complex or y.dtype == torch.bool:
+        raise ValueError(f"labels must be integers, got dtype {y.dtype}")
     if y.dim() != 1 or y.shape[0] != batch:
         raise ValueError(f"labels must be [batch={batch}], got {tuple(y.shape)}")
     if y.numel() and (int(y.min()) < 0 or int(y.max()) >= n_classes):
@@ -303,10 +313,40 @@ class OnlineMethod(abc.ABC):
             check_labels(y, x.shape[0], self.n_classes)
 
     def prepare_batch(self, x: torch.Tensor, y: torch.Tensor | None = None):
-        """:meth:`check_batch`, then ``(x, y)`` on the method's device (``y`` may be ``None``)."""
+        """:meth:`check_batch` (and, with labels, a non-empty batch), then ``(x, y)`` on the method's
+        device (``y`` may be ``None``); a refused batch consumes no random draw and counts no update."""
         self.check_batch(x, y)
+        if y is not None and x.shape[0] == 0:
+            raise ValueError("cannot learn from an empty batch")
         device = self.device
         return x.to(device), (None if y is None else y.to(device))
+
+    def guard_loss(self, loss: torch.Tensor) -> torch.Tensor:
+        """``loss``, checked to be finite before the update is written (else
+        :class:`~bimu.methods.divergence.DivergenceError`)."""
+        return check_loss(self.info.name, loss)
+
+    def count_update(self, n_examples: int) -> None:
+        """End of one update from ``n_examples`` examples: the network's parameters and update state are
+        checked to be finite (:class:`~bimu.methods.divergence.DivergenceError` otherwise, the update not counted),
+        then the counters move."""
+        check_state(self.info.name, self._live_state())
+        self.examples_seen += int(n_examples)
+        self.updates_applied += 1
+
+    def _live_state(self) -> dict[str, Any]:
+        """The network's parameters, the optimizer's state and the penalty's tensors, uncopied (what
+        :meth:`count_update` checks after every update)."""
+        model, optimizer = getattr(self, "model", None), getattr(self, "optimizer", None)
+        regularizer = getattr(self, "regularizer", None)
+        return {"model": dict(model.named_parameters()) if isinstance(model, torch.nn.Module) else {},
+                "optimizer": list(optimizer.state.values()) if optimizer is not None else [],
+                "regularizer": vars(regularizer) if regularizer is not None else {}}
+
+    def check_finite(self, task: int | None = None) -> None:
+        """:class:`~bimu.methods.divergence.DivergenceError` naming every non-finite weight or update
+        state of :meth:`modules_state` (``task``: the task just learned, named in the message)."""
+        check_state(self.info.name, self.modules_state(), task)
 
     def observe_unlabelled(self, n: int = 1) -> None:
         """Count ``n`` examples that were seen but not queried (no backward pass, no write)."""

@@ -124,10 +124,9 @@ class BayesBiNNMethod(OnlineMethod):
         self.optimizer.zero_grad(set_to_none=True)
         k = self.hparams["n_samples"]
         logits = self.model(x, n_samples=k, mode="relaxed", generator=self.train_generator)
-        (mc_nll(logits, y) * (k / x.shape[0])).backward()  # sum over the samples, mean over the batch
+        self.guard_loss(mc_nll(logits, y) * (k / x.shape[0])).backward()  # sum over the samples, mean over the batch
         self.optimizer.step()
-        self.examples_seen += int(x.shape[0])
-        self.updates_applied += 1
+        self.count_update(x.shape[0])
 
     def task_end(self) -> None:
         """The prior becomes the current posterior."""

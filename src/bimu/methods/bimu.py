@@ -116,10 +116,9 @@ class BiMUMethod(OnlineMethod):
         x, y = self.prepare_batch(x, y)
         self.optimizer.zero_grad(set_to_none=True)
         logits = self.model(x, n_samples=self.hparams["n_samples"], mode="relaxed", generator=self.train_generator)
-        mc_nll(logits, y).backward()
+        self.guard_loss(mc_nll(logits, y)).backward()
         self.optimizer.step()
-        self.examples_seen += int(x.shape[0])
-        self.updates_applied += 1
+        self.count_update(x.shape[0])
 
     def _predict_logits(self, x: torch.Tensor, n_samples: int, generator: torch.Generator) -> torch.Tensor:
         x, _ = self.prepare_batch(x)

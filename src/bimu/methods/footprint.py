@@ -24,6 +24,7 @@ What each method declares (784-100-10, ``P = 79,400`` weights, ``P + 110`` with 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -78,3 +79,44 @@ def format_memory_table(table: Mapping[str, float], paper: Mapping[str, Number] 
         ref = paper.get(name)
         lines.append(f"| {name} | {mb:.2f} | {'' if ref is None else cell(ref)} |")
     return "\n".join(lines)
+
+
+def step_memory_bytes(cls, sizes: Sequence[int], hparams: Mapping[str, Any]) -> int:
+    """A lower bound on the memory one training step of method class ``cls`` on ``sizes`` takes, before
+    it is built: the float32 weights and biases, once per Monte-Carlo sample a Bayesian method draws
+    per step (``n_samples``), else four times (parameters and their update state).
+
+    >>> from bimu.methods.bimu import BiMUMethod
+    >>> round(step_memory_bytes(BiMUMethod, [784, 100, 10], {"n_samples": 100000}) / 2**30, 1)
+    29.6
+    """
+    n_params = sum(int(a) * int(b) + int(b) for a, b in zip(sizes[:-1], sizes[1:]))
+    copies = int(hparams.get("n_samples", 1)) if cls.info.bayesian else 4
+    return 4 * n_params * max(copies, 1)
+
+
+def available_memory_bytes() -> int | None:
+    """The memory available to a new allocation (``MemAvailable`` of ``/proc/meminfo``, else the
+    physical memory), or ``None`` where neither can be read."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def check_step_memory(cls, sizes: Sequence[int], hparams: Mapping[str, Any]) -> None:
+    """ValueError, before anything is allocated, when one training step of ``cls`` on ``sizes`` needs
+    more memory (:func:`step_memory_bytes`) than is available (:func:`available_memory_bytes`)."""
+    need, have = step_memory_bytes(cls, sizes, hparams), available_memory_bytes()
+    if have is not None and need > have:
+        k = f"n_samples={hparams.get('n_samples')} " if cls.info.bayesian else ""
+        raise ValueError(f"method {cls.info.name!r} with {k}on sizes {list(sizes)} needs at least {need / 2**30:.1f} "
+                         f"GiB per training step, more than the {have / 2**30:.1f} GiB of memory available; "
+                         "lower n_samples or the widths")

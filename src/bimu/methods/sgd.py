@@ -81,7 +81,7 @@ class SGDMethod(OnlineMethod):
         """``theta <- theta - lr * (dL/dtheta + dR/dtheta)`` with ``R`` the penalty (if any)."""
         x, y = self.prepare_batch(x, y)
         params = self.params
-        loss = F.cross_entropy(self.model(x), y)
+        loss = self.guard_loss(F.cross_entropy(self.model(x), y))
         data_grads = torch.autograd.grad(loss, params)
         self._observe(x, y, data_grads)
         grads = list(data_grads)
@@ -93,8 +93,7 @@ class SGDMethod(OnlineMethod):
             for p, d in zip(params, deltas):
                 p.add_(d)
         self._after_step(data_grads, deltas)
-        self.examples_seen += int(x.shape[0])
-        self.updates_applied += 1
+        self.count_update(x.shape[0])
 
     def task_end(self) -> None:
         """Fold the finished task into the penalty (a no-op without one)."""

@@ -72,14 +72,13 @@ class STEMethod(OnlineMethod):
         """Forward with sign weights/activations, STE backward, AdamW step, clip."""
         x, y = self.prepare_batch(x, y)
         self.optimizer.zero_grad(set_to_none=True)
-        F.cross_entropy(self.model(x), y).backward()
+        self.guard_loss(F.cross_entropy(self.model(x), y)).backward()
         self.optimizer.step()
         if self.hparams["clip_latent"]:
             with torch.no_grad():
                 for w in self.model.latent_weights():
                     w.clamp_(-1.0, 1.0)
-        self.examples_seen += int(x.shape[0])
-        self.updates_applied += 1
+        self.count_update(x.shape[0])
 
     def _predict_logits(self, x: torch.Tensor, n_samples: int, generator: torch.Generator) -> torch.Tensor:
         x, _ = self.prepare_batch(x)

@@ -102,10 +102,9 @@ class SynapticMetaplasticityMethod(OnlineMethod):
         """Fold the batch into the norms' statistics, STE backward, metaplastic Adam step."""
         x, y = self.prepare_batch(x, y)
         self.optimizer.zero_grad(set_to_none=True)
-        F.cross_entropy(self.model(x, update_stats=True), y).backward()
+        self.guard_loss(F.cross_entropy(self.model(x, update_stats=True), y)).backward()
         self.optimizer.step()
-        self.examples_seen += int(x.shape[0])
-        self.updates_applied += 1
+        self.count_update(x.shape[0])
 
     def _affine_vector(self) -> torch.Tensor:
         return torch.cat([p.detach().reshape(-1) for p in self.model.norm_parameters()])

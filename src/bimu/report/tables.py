@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -172,10 +173,24 @@ def markdown_table(groups: dict[tuple, list[dict[str, Any]]], paper: bool = True
     return "\n".join(rows)
 
 
-def report(paths: Sequence[str | os.PathLike], paper: bool = True) -> tuple[str, dict]:
-    """``(markdown table, groups)`` for the run directories under ``paths``."""
+def report(paths: Sequence[str | os.PathLike], paper: bool = True, warn=None) -> tuple[str, dict]:
+    """``(markdown table, groups)`` for the run directories under ``paths``. A run whose files cannot be
+    read (missing, unreadable, corrupt) is skipped with a one-line ``warn(message)`` (default: printed
+    to stderr) and the others are reported; FileNotFoundError when no run is left."""
+    warn = warn or (lambda msg: print(f"bimu: warning: {msg}", file=sys.stderr))
     dirs = find_seed_dirs(paths)
     if not dirs:
         raise FileNotFoundError(f"no run directories (config.json + metrics.jsonl) under {list(map(str, paths))}")
-    groups = group_runs([load_run(d) for d in dirs])
+    runs = []
+    for d in dirs:
+        try:
+            run = load_run(d)
+            group_runs([run])  # its config names a benchmark and a method
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+            warn(f"skipping {d}: a file of this run cannot be read ({type(e).__name__}: {' '.join(str(e).split())[:200]})")
+            continue
+        runs.append(run)
+    if not runs:
+        raise FileNotFoundError(f"no readable run directory under {list(map(str, paths))}")
+    groups = group_runs(runs)
     return markdown_table(groups, paper=paper), groups
