@@ -1,7 +1,7 @@
 """Independent jobs on a Dask cluster (``--scheduler ADDRESS``): every run of a table, a seed sweep or a
 tuning study sent to any free worker, landing in one output folder.
 
-Each :class:`~bimu.experiments.parallel.Job` becomes one Dask task. The output folder must lie on a
+Each :class:`~bimu.experiments.jobs.Job` becomes one Dask task. The output folder must lie on a
 filesystem that every worker mounts at the same path (NFS, a cluster's shared scratch): the run
 directories' per-seed locks, atomic writes and per-task checkpoints then make a task that the scheduler
 reruns after its worker died (Dask's ``distributed.scheduler.allowed-failures``, 3 by default) resume
@@ -124,7 +124,7 @@ def submit_all(address: str, calls: Sequence[tuple[str, Callable, tuple]], log: 
 
 def run_jobs_on(address: str, jobs: Sequence, log: Callable[[str], None] | None = None,
                 shared: str | os.PathLike | None = None, done: int = 0) -> dict[str, int]:
-    """Run ``jobs`` (:class:`~bimu.experiments.parallel.Job`) as tasks of the Dask scheduler at
+    """Run ``jobs`` (:class:`~bimu.experiments.jobs.Job`) as tasks of the Dask scheduler at
     ``address`` (:func:`submit_all`); returns each job's exit code by key (0 success, 1 failure: raised,
     non-zero exit, or its worker died more often than the scheduler allows)."""
     log = log or (lambda s: print(s, file=sys.stderr, flush=True))
@@ -154,7 +154,7 @@ def run_seeds_on(address: str, config, log: Callable[[str], None] | None = None)
     seeds already complete under ``config.out`` not sent; returns ``({seed: {"run_dir": ...}} for the
     complete seeds, exit code)`` as :func:`~bimu.experiments.runner.run_experiment` does (1 if any seed
     failed)."""
-    from bimu.experiments.parallel import Job
+    from bimu.experiments.jobs import Job
     from bimu.experiments.runner import benchmark_module, is_complete, preflight, run_config_job
     from bimu.rundir import seed_dir
 

@@ -16,25 +16,12 @@ and propagates.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
 
-
-@dataclasses.dataclass(frozen=True)
-class Job:
-    """One unit of work: a unique ``key`` (for messages) and ``fn(*args) -> exit code`` (picklable when
-    it runs in a child process: a module-level function and plain data)."""
-
-    key: str
-    fn: Callable[..., int]
-    args: tuple = ()
-
-    def __call__(self) -> int:
-        """Run the job here."""
-        return self.fn(*self.args)
+from bimu.experiments.jobs import Job
 
 
 PRELOAD = ("torch", "numpy", "bimu.experiments.runner", "bimu.experiments.sweep")
