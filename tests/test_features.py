@@ -63,6 +63,25 @@ def test_cache_extracts_once_and_keys_on_content_and_transform(tmp_path, images)
     assert not list((tmp_path / "cache").rglob("*.tmp"))
 
 
+def test_a_feature_cache_another_user_could_write_is_refused(tmp_path, images):
+    bb = CountingBackbone()
+    FeatureCache(tmp_path / "new" / "cache").features(images, bb)
+    assert (tmp_path / "new" / "cache").stat().st_mode & 0o777 == 0o700  # created private
+
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)
+    key = FeatureCache(shared).key(images, bb.key)
+    planted = FeatureCache(shared).path(key, bb.key)
+    planted.parent.mkdir()
+    np.save(planted, np.zeros((3, 3), np.float16))  # planted features, read back as a cache hit
+    with pytest.raises(PermissionError) as info:
+        FeatureCache(shared).features(images, bb)
+    assert str(info.value) == (f"the cache folder {shared} is writable by other users (mode 777): they could plant "
+                               f"files that bimu would load; chmod go-w {shared} or choose another folder")
+    assert bb.images == 3
+
+
 def test_cache_dir_defaults_outside_the_data_dir(monkeypatch, tmp_path):
     monkeypatch.setenv("BIMU_CACHE_DIR", str(tmp_path / "c"))
     assert FeatureCache().root == tmp_path / "c"

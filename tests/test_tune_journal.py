@@ -257,3 +257,16 @@ def test_default_evaluator_without_a_runner_is_a_clear_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "bimu.experiments.stream", types.ModuleType("bimu.experiments.stream"))
     with pytest.raises(tune.TuneSetupError, match="run_stream"):
         tune.runner_evaluate("bimu", {}, 0, {"benchmark": "pmnist", "validation": True})
+
+
+@pytest.mark.parametrize("name", ["../../../escaped", "/tmp/escaped", "a/b", ".hidden"])
+def test_a_study_name_cannot_name_a_folder_outside_the_output_root(name, tmp_path, capsys, monkeypatch):
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")  # default output folder: runs/tune/<study-name>
+    argv = ["blobs", "--method", "bimu", "--evaluator", "synthetic", "--trials", "1", "--study-name", name,
+            *[a for k, v in TINY.items() for a in ("--option", f"{k}={v}")]]
+    assert tune_cli.main(argv) == 2
+    assert capsys.readouterr().err == (
+        f"bimu tune: error: study name {name!r} must be 1 to 128 letters, digits, '.', '_' or '-', starting with "
+        "a letter or digit (it names the output folder runs/tune/<study-name>)\n")
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["work"]

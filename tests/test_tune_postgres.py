@@ -118,3 +118,33 @@ def test_two_workers_share_one_study(postgres_url, tmp_path):
         assert infos[0]["storage"] == tune.redact_url(postgres_url)  # no password in files
     finally:
         optuna.delete_study(study_name=study_name, storage=storage)
+
+
+@pytest.mark.parametrize("secret_at", ["userinfo", "query"])
+def test_a_password_with_odd_characters_is_never_printed_or_stored(postgres_url, tmp_path, capsys, secret_at):
+    """The server trusts loopback, so any password opens it: the one given must not reach output or files."""
+    from urllib.parse import urlsplit
+
+    from bimu.tune import cli as tune_cli
+
+    if urlsplit(postgres_url).password is not None:
+        pytest.skip("the test server's URL has its own password")
+    secret = "s3cr#t?pa/ss-word"
+    head, _, tail = postgres_url.partition("@")
+    url = f"{head}:{secret}@{tail}" if secret_at == "userinfo" else f"{postgres_url}?password={secret}"
+    study_name = f"ci-secret-{uuid.uuid4().hex[:8]}"
+    argv = ["blobs", "--method", "bimu", "--evaluator", "synthetic", "--trials", "1", "--storage", url,
+            "--study-name", study_name, "--out", str(tmp_path), "--heartbeat-interval", "5",
+            "--option", "n_tasks=2", "--option", "n_train=12", "--option", "n_eval=24", "--option", "hidden=0"]
+    try:
+        assert tune_cli.main(argv) == 0
+        captured = capsys.readouterr()
+        written = {p.name: p.read_text() for p in tmp_path.iterdir() if p.suffix == ".json"}
+        assert "best_trial.json" in written and any(n.startswith("worker-") for n in written)
+        assert json.loads(written["best_trial.json"])["storage"] == tune.redact_url(url)
+        for text in (captured.out, captured.err, *written.values()):
+            for piece in ("s3cr", "pa/ss", "ss-word"):
+                assert piece not in text
+    finally:
+        storage = tune.make_storage(tune.TuneConfig("blobs", "bimu", storage=postgres_url).resolved())
+        optuna.delete_study(study_name=study_name, storage=storage)

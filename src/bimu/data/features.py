@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from bimu.atomic import atomic_path
+from bimu.privatedir import private_dir
 
 IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
 IMAGENET_STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
@@ -238,7 +239,9 @@ class FeatureCache:
     must change whenever ``transform`` does). Files are float16 ``.npy`` (backbone features here are
     bounded, e.g. EfficientNet's ReLU6 outputs) written atomically, so concurrent or interrupted
     runs never leave a partial file. ``backbone`` may be a zero-argument callable building the
-    backbone lazily, so that reading a warm cache never loads the network.
+    backbone lazily, so that reading a warm cache never loads the network. The cache folder is created
+    with mode 0700; one that another user owns or may write to is refused
+    (:class:`bimu.privatedir.UnsafeFolderError`, naming it).
     """
 
     def __init__(self, root: str | os.PathLike | None = None, dtype=np.float16):
@@ -275,6 +278,7 @@ class FeatureCache:
             if not isinstance(backbone, Backbone):
                 raise ValueError("backbone_key is required when backbone is a factory")
             backbone_key = backbone.key
+        private_dir(self.root)  # a folder another user may write to could hold planted features
         key = self.key(paths, backbone_key, transform_key)
         file = self.path(key, backbone_key)
         if file.exists():

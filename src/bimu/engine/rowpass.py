@@ -32,13 +32,16 @@ not depend on threads or on how steps are grouped into calls.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import importlib.util
 import inspect
 import os
+import shutil
 import sys
 import tempfile
 import textwrap
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -49,6 +52,7 @@ from bimu.engine.dots import ROWS_PER_DOT
 from bimu.engine.fastpath import _train_steps_b1_template
 from bimu.engine.hparams import KIND_BIMU, BinaryHP
 from bimu.engine.scalar import fexp
+from bimu.privatedir import UnsafeFolderError, private_dir
 from bimu.rng import as_like, row_key
 
 MAX_SAMPLES = 64
@@ -224,10 +228,23 @@ def generated_name(K: int, src: str | None = None) -> str:
 _MODULES: dict = {}
 
 
+def _write_kernel(folder: Path, name: str, src: str) -> Path:
+    """``folder/<name>.py`` holding ``src``, written atomically unless it already does (keeping its numba cache)."""
+    path = folder / f"{name}.py"
+    if not path.exists() or path.read_text() != src:
+        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+        with os.fdopen(fd, "w") as fh:
+            fh.write(src)
+        os.replace(tmp, path)
+    return path
+
+
 def generated_module(K: int):
     """The imported module of per-K kernels (``first_layer``, ``first_layer_resample``,
     ``train_steps_b1``, ``sample_row``), written once (atomically; an unchanged file keeps its numba
-    cache) under :func:`kernel_dir`, or a private temporary folder when that is not writable."""
+    cache) under :func:`kernel_dir`, or ``$TMPDIR/bimu-kernels-<uid>`` when that is not writable, or a
+    fresh temporary folder; a cache folder that another user owns or may write to is never used
+    (:func:`bimu.privatedir.private_dir`: a planted module or numba cache index would run as you)."""
     K = int(K)
     if K < 1 or K > MAX_SAMPLES:
         raise ValueError(f"the fused row pass supports 1 <= K <= {MAX_SAMPLES} samples, got K={K}")
@@ -236,22 +253,19 @@ def generated_module(K: int):
         return module
     src = generated_source(K)
     name = generated_name(K, src)
-    folders = (kernel_dir(), Path(tempfile.gettempdir()) / f"bimu-kernels-{os.getuid()}")
-    for folder in folders:
-        path = folder / f"{name}.py"
+    path = None
+    for folder in (kernel_dir(), Path(tempfile.gettempdir()) / f"bimu-kernels-{os.getuid()}"):
         try:
-            if not path.exists() or path.read_text() != src:
-                folder.mkdir(parents=True, exist_ok=True)
-                fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-                with os.fdopen(fd, "w") as fh:
-                    fh.write(src)
-                os.replace(tmp, path)
+            path = _write_kernel(private_dir(folder), name, src)
             break
+        except UnsafeFolderError as exc:
+            warnings.warn(f"{exc}; bimu does not use it", stacklevel=2)
         except OSError:
             continue
-    else:
-        raise OSError(f"cannot write the generated kernel {name}.py to {folders[0]} or {folders[1]}; "
-                      "set BIMU_KERNEL_DIR to a writable folder")
+    if path is None:  # no usable cache folder: a fresh private one, removed at exit (compiled afresh)
+        folder = tempfile.mkdtemp(prefix="bimu-kernels-")
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        path = _write_kernel(Path(folder), name, src)
     module = sys.modules.get(name)
     if module is None:
         spec = importlib.util.spec_from_file_location(name, path)

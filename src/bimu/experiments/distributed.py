@@ -27,6 +27,8 @@ import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from bimu.redact import redact_url
+
 CONNECT_TIMEOUT_S = 10.0
 """How long to wait for the scheduler before giving up with a one-line error."""
 
@@ -46,7 +48,7 @@ def check_address(address: str) -> str:
     proto, _, rest = a.partition("://")
     host, _, port = rest.rpartition(":")
     if proto not in ("tcp", "tls", "inproc", "ucx", "ws", "wss") or not host or not port.isdigit():
-        raise ValueError(f"--scheduler: {address!r} is not a Dask scheduler address (tcp://HOST:PORT)")
+        raise ValueError(f"--scheduler: {redact_url(address)!r} is not a Dask scheduler address (tcp://HOST:PORT)")
     return a
 
 
@@ -61,7 +63,7 @@ def connect(address: str, timeout: float = CONNECT_TIMEOUT_S):
     try:
         return Client(address, timeout=timeout, set_as_default=False)
     except (OSError, TimeoutError) as e:
-        raise ValueError(f"--scheduler: no Dask scheduler answered at {address} within {timeout:g} s "
+        raise ValueError(f"--scheduler: no Dask scheduler answered at {redact_url(address)} within {timeout:g} s "
                          f"({type(e).__name__})") from None
 
 
@@ -99,7 +101,7 @@ def submit_all(address: str, calls: Sequence[tuple[str, Callable, tuple]], log: 
         from distributed import as_completed
 
         n_workers = len(client.scheduler_info().get("workers", {}))
-        log(f"dask: scheduler {address}, dashboard {client.dashboard_link}, {n_workers} worker"
+        log(f"dask: scheduler {redact_url(address)}, dashboard {client.dashboard_link}, {n_workers} worker"
             f"{'s' if n_workers != 1 else ''}; {len(calls)} run{'s' if len(calls) != 1 else ''} submitted "
             f"({done} already done)")
         shared_s = None

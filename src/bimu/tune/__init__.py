@@ -8,6 +8,7 @@
   tiny synthetic stream);
 - :mod:`bimu.tune.storage`: the study's storage (a journal file, or an RDB URL for many machines)
   and the trials whose worker died;
+- :mod:`bimu.tune.journal`: the journal file of a study, in whole records, surviving a full disk;
 - :mod:`bimu.tune.search`: :func:`run_tune`, one worker of a study under a trial budget, and the
   export of the best trial as a ``bimu run --config`` file;
 - :mod:`bimu.tune.cli`: the ``bimu tune`` command.

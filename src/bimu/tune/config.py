@@ -8,6 +8,7 @@ permutations differ from those of the evaluation runs) and refuses to switch it 
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,26 @@ def tune_benchmark_options(benchmark: str, overrides: Mapping[str, Any] | None =
             raise ValueError("'benchmark' is not a benchmark option")
         opts[key] = value
     return opts
+
+
+STUDY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+"""What a study name may be: it names the default output folder ``runs/tune/<study-name>``."""
+
+
+def check_study_name(name: str) -> str:
+    """``name`` if it is a valid study name (:data:`STUDY_NAME`); ValueError (one line) otherwise.
+
+    >>> check_study_name("pmnist-bimu_v2.1")
+    'pmnist-bimu_v2.1'
+    >>> check_study_name("../../x")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: study name '../../x' must be 1 to 128 letters, digits, '.', '_' or '-', starting with a ...
+    """
+    if not isinstance(name, str) or not STUDY_NAME.fullmatch(name):
+        raise ValueError(f"study name {name!r} must be 1 to 128 letters, digits, '.', '_' or '-', starting with a "
+                         "letter or digit (it names the output folder runs/tune/<study-name>)")
+    return name
 
 
 def default_study_name(benchmark: str, method: str) -> str:
@@ -108,7 +129,7 @@ class TuneConfig:
         if not c.poll_interval > 0:
             raise ValueError(f"poll interval must be > 0, got {c.poll_interval}")
         storage_kind(c.storage)  # an unknown scheme fails here, before anything starts
-        c.study_name = c.study_name or default_study_name(c.benchmark, c.method)
+        c.study_name = check_study_name(c.study_name or default_study_name(c.benchmark, c.method))
         c.out_dir = str(c.out_dir or Path("runs") / "tune" / c.study_name)
         c.benchmark_options = tune_benchmark_options(c.benchmark, c.benchmark_options)
         return c

@@ -1,7 +1,8 @@
 """Where a study lives, and the trials whose worker died.
 
 Without ``storage`` the study lives in an Optuna journal file ``<out>/optuna.journal`` (one machine,
-any number of worker processes). A URL (``postgresql://user:pw@host/db``, ``mysql://...``,
+any number of worker processes), written in whole records and repaired after a full disk
+(:mod:`bimu.tune.journal`). A URL (``postgresql://user:pw@host/db``, ``mysql://...``,
 ``sqlite:///file.db``) selects Optuna's RDBStorage for many workers on many machines, with a heartbeat
 (``heartbeat_interval`` seconds, ``grace_period`` before a silent trial counts as dead): a dead trial
 is marked FAIL and re-enqueued with the same parameters (at most ``max_retry`` times). On a journal
@@ -22,8 +23,8 @@ import time
 import warnings
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
+from bimu.redact import redact_text, redact_url
 from bimu.rundir import pid_alive
 
 RDB_SCHEMES = ("postgresql", "postgres", "mysql", "sqlite", "mariadb", "oracle", "mssql")
@@ -79,28 +80,13 @@ def journal_path(storage: str | None, out_dir: str) -> Path:
 
 
 def storage_label(storage: str | None, out_dir: str) -> str | None:
-    """How logs and exported files name a storage: the journal file, or the URL without its password.
+    """How logs and exported files name a storage: the journal file, or the URL without its passwords
+    (:func:`bimu.redact.redact_url`).
 
-    >>> storage_label(None, "runs/tune/x"), storage_label("postgresql://u:pw@host/db", "runs")
-    ('runs/tune/x/optuna.journal', 'postgresql://u:***@host/db')
+    >>> storage_label(None, "runs/tune/x"), storage_label("postgresql://u:p#w@host/db?password=pw", "runs")
+    ('runs/tune/x/optuna.journal', 'postgresql://u:***@host/db?password=***')
     """
     return str(journal_path(storage, out_dir)) if storage_kind(storage) == "journal" else redact_url(storage)
-
-
-def redact_url(url: str | None) -> str | None:
-    """``url`` without its password (for logs and exported files).
-
-    >>> redact_url("postgresql://bimu:secret@127.0.0.1:5432/bimu")
-    'postgresql://bimu:***@127.0.0.1:5432/bimu'
-    """
-    if url is None or "://" not in url:
-        return url
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)
-    user = netloc[0].split(":", 1)[0]
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[1]}"))
 
 
 def postgres_driver_url(url: str) -> str:
@@ -137,11 +123,9 @@ def make_storage(config):
     if kind == "journal":
         path = journal_path(config.storage, config.out_dir)
         path.parent.mkdir(parents=True, exist_ok=True)
-        journal = optuna.storages.journal
-        backend_cls = getattr(journal, "JournalFileBackend", None)
-        if backend_cls is None:  # Optuna < 4.0
-            backend_cls = optuna.storages.JournalFileStorage
-        return optuna.storages.JournalStorage(backend_cls(str(path)))
+        from bimu.tune.journal import JournalFile
+
+        return optuna.storages.JournalStorage(JournalFile(str(path)))
 
     url = postgres_driver_url(config.storage)
     kwargs: dict[str, Any] = dict(heartbeat_interval=config.heartbeat_interval, grace_period=config.grace_period)
@@ -158,12 +142,15 @@ def make_storage(config):
                 return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, **kwargs)
         except ImportError as exc:
             raise ModuleNotFoundError(
-                f"the database driver for {redact_url(url)} is missing ({exc}): "
+                f"the database driver for {redact_url(url)} is missing "
+                f"({redact_text(exc, url, config.storage)}): "
                 "pip install 'bimu[tune]' (PostgreSQL: psycopg2-binary)", name="psycopg2") from None
         except Exception as exc:  # sqlalchemy errors: connection refused, concurrent DDL
             last = exc
             time.sleep(0.2 + random.random() * (attempt + 1) * 0.5)
-    raise RuntimeError(f"cannot open the study storage {redact_url(url)}: {last}") from last
+    # The database layer's message may quote the URL: redacted, and not chained (a traceback would show it).
+    raise RuntimeError(f"cannot open the study storage {redact_url(url)}: "
+                       f"{redact_text(last, url, config.storage)}") from None
 
 
 def fail_dead_local_trials(study, max_retry: int = 3) -> list[int]:
