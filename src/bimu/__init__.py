@@ -9,9 +9,19 @@ The package is laid out as a map of the paper (Cottart, Ballet, Bonnet and Querl
 - :mod:`bimu.active` - acquisition scores, thresholding, budget controller, streaming learner;
 - :mod:`bimu.data`, :mod:`bimu.metrics`, :mod:`bimu.experiments`, :mod:`bimu.report`;
 - :mod:`bimu.engine` - the fused compiled online loop;
-- :mod:`bimu.edge` - bit-packed inference and export.
+- :mod:`bimu.edge` - bit-packed inference and export;
+- :func:`bimu.fit_stream` - any method on your own stream (docs/own-data.md).
 """
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+__all__ = ["__version__", "fit_stream"]
+
+
+def __getattr__(name):
+    # bimu.fit_stream (your own stream from Python) imports torch and the engine only when first used
+    if name == "fit_stream":
+        from bimu.experiments.fit import fit_stream
+
+        return fit_stream
+    raise AttributeError(f"module 'bimu' has no attribute {name!r}")

@@ -92,12 +92,26 @@ def make_learner(method, config: RunConfig):
     return ActiveLearner(method, make_acquisition(config, seed=int(getattr(method, "seed", 0))))
 
 
-def resolved_config(config: RunConfig, sizes, preset, hparams, note, engine) -> dict[str, Any]:
-    """What ``config.json`` holds: the config plus everything resolved from it."""
+def resolved_config(config: RunConfig, sizes, preset, hparams, note, engine, data_file=None) -> dict[str, Any]:
+    """What ``config.json`` holds: the config plus everything resolved from it (``data_file``: the
+    ``{"path", "sha256"}`` of an own-data file, :attr:`bimu.data.own.OwnBenchmark.source`)."""
     d = config.to_dict()
     d["hidden"] = list(config.hidden_widths())  # None (benchmark default) resolved, so both spellings resume
-    return {**d, "resolved": {"sizes": list(sizes), "preset": preset, "hparams": dict(hparams),
-                                             "note": note, "engine": engine}}
+    resolved = {"sizes": list(sizes), "preset": preset, "hparams": dict(hparams), "note": note, "engine": engine}
+    if data_file is not None:
+        resolved["data_file"] = dict(data_file)
+    return {**d, "resolved": resolved}
+
+
+def check_same_data_file(path, old: Mapping[str, Any], new: Mapping[str, Any] | None) -> None:
+    """ValueError when the run directory ``path`` was run on a data file whose SHA-256 differs from
+    the file's now (``old``: its ``config.json``'s resolved ``data_file``)."""
+    before = old.get("resolved", {}).get("data_file")
+    if new is None or before is None or before.get("sha256") == new.get("sha256"):
+        return
+    raise ValueError(f"{path} was run on {before.get('path')} with SHA-256 {before.get('sha256')}; "
+                     f"{new.get('path')} now has SHA-256 {new.get('sha256')} (the file changed): "
+                     "use another --out or remove that directory")
 
 
 def run_seed(config: RunConfig, seed: int, *, progress: bool | None = None, log=None,
@@ -110,9 +124,11 @@ def run_seed(config: RunConfig, seed: int, *, progress: bool | None = None, log=
     sizes = [bench.n_features, *config.hidden_widths(), bench.n_classes]
     method, engine = make_method(config, sizes, seed, hparams)
     learner = make_learner(method, config)
-    resolved = resolved_config(config, sizes, preset, hparams, note, engine)
+    data_file = getattr(bench, "source", None)
+    resolved = resolved_config(config, sizes, preset, hparams, note, engine, data_file)
     if rd.exists(CONFIG):
         old = rd.read_json(CONFIG)
+        check_same_data_file(rd.path, old, data_file)
         # preset and overrides are compared through the resolved hyperparameters
         skip = ("resolved", "preset", "overrides", *_non_semantic())
         old_sem = {k: v for k, v in old.items() if k not in skip}
