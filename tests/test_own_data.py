@@ -1,6 +1,8 @@
 """Your own data: ``bimu run FILE.npz`` (validation, learning, resume refusal) and :func:`bimu.fit_stream`."""
 
 import json
+import shlex
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -115,27 +117,37 @@ def test_not_an_npz_file(tmp_path):
 
 
 # ----------------------------------------------------------------------------- bimu run FILE.npz
-def test_bimu_run_learns_a_two_task_npz_and_refuses_a_changed_file(tmp_path, capsys):
-    f = write(tmp_path / "blobs.npz", **blob_arrays())
-    out = tmp_path / "runs"
-    args = ["run", f, "--method", "bimu", "--hidden", "32", "--out", str(out), "--no-progress", "--eval-all-every", "1"]
-    assert cli.main(args) == 0
-    rd = out / "npz-bimu" / "seed-0"
-    R = np.load(rd / "accuracy_matrix.npy") if (rd / "accuracy_matrix.npy").exists() else None
-    summary = json.loads((rd / "summary.json").read_text())
+def readme_commands():
+    """The ``bimu run`` lines of the README's "BiMU on your data" section (comments dropped)."""
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = text.split("## BiMU on your data", 1)[1].split("\n## ", 1)[0]
+    return [shlex.split(line.split("#", 1)[0]) for line in section.splitlines() if line.startswith("bimu run ")]
+
+
+def test_readme_commands_learn_a_two_task_npz_and_a_changed_file_is_refused(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path / "blobs.npz", **blob_arrays())
+    commands = readme_commands()
+    assert [c[:3] for c in commands] == [["bimu", "run", "blobs.npz"]] * 2 and "--active" in commands[1]
+    for command in commands:
+        assert cli.main([*command[1:], "--no-progress"]) == 0, command
+    rd = tmp_path / "runs" / "npz-bimu" / "seed-0"
     final = json.loads((rd / "metrics.jsonl").read_text().splitlines()[-1])["evaluated"]
-    assert final["0"] > 0.9 and final["1"] > 0.9, final
+    assert final["0"] > 0.9 and final["1"] > 0.9, final  # both tasks after the second
+    summary = json.loads((rd / "summary.json").read_text())
     assert summary["complete"] and summary["n_tasks"] == 2 and summary["ood_auc"] is not None
+    assert summary["engine"] == "fused"
     config = json.loads((rd / "config.json").read_text())
-    assert config["benchmark"] == "npz" and config["benchmark_options"]["path"] == str((tmp_path / "blobs.npz"))
-    assert config["resolved"]["data_file"]["sha256"] == load_npz(f).source["sha256"]
+    assert config["benchmark"] == "npz" and config["benchmark_options"]["path"] == str(tmp_path / "blobs.npz")
+    assert config["resolved"]["data_file"]["sha256"] == load_npz(tmp_path / "blobs.npz").source["sha256"]
     assert config["resolved"]["sizes"] == [8, 32, 2]
-    assert R is None or R.shape == (2, 2)
+    active = json.loads((tmp_path / "runs-active" / "npz-bimu" / "seed-0" / "summary.json").read_text())["active"]
+    assert 0 < active["labels_queried"] < active["examples_seen"] == 1200
     capsys.readouterr()
     # the same file again: the complete run is reused; a changed file is refused by its SHA-256
-    assert cli.main(args) == 0
+    assert cli.main([*commands[0][1:], "--no-progress"]) == 0
     write(tmp_path / "blobs.npz", **blob_arrays(seed=1))
-    assert cli.main(args) == 2
+    assert cli.main([*commands[0][1:], "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "the file changed" in err and config["resolved"]["data_file"]["sha256"] in err
 
@@ -191,3 +203,16 @@ def test_own_benchmark_accepts_tensors():
     x = torch.zeros(4, 2)
     y = torch.tensor([0, 1, 0, 1])
     assert own_benchmark(x, y, x, y).n_classes == 2
+
+
+def test_create_method_takes_the_fused_engine_by_default():
+    from bimu.engine.base import FusedMethod
+    from bimu.methods import BiMUMethod, create_method
+
+    fused = create_method("bimu", [4, 3], seed=0, preset="pmnist-100")
+    assert isinstance(fused, FusedMethod)
+    assert fused.predict_proba(torch.zeros(2, 4)).shape == (2, 3)
+    assert type(create_method("bimu", [4, 3], seed=0, engine="torch")) is BiMUMethod
+    assert type(create_method("bimu", [4, 3], seed=0, device="cpu", engine="torch")) is BiMUMethod
+    with pytest.raises(ValueError, match="engine 'fused' runs on the CPU only"):
+        create_method("bimu", [4, 3], device="meta", engine="fused")

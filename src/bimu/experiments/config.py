@@ -108,7 +108,7 @@ class RunConfig:
         overrides: method hyperparameters, name -> value (strings are coerced by the method's types).
         batch_size: examples per update (1 in every paper run).
         eval_*: the :class:`~bimu.experiments.schedule.EvalSchedule`.
-        eval_batch_size: examples per ``predict_proba`` call in evaluation.
+        eval_batch_size: examples per ``predict_samples`` call in evaluation.
         eval_samples: MC samples for evaluation (``None``: the method's default).
         ood, ood_every, ood_scores: OOD ROC-AUC every ``ood_every`` tasks (0: only after the last).
         engine: ``auto`` (fused engine when it supports the method, else torch), ``torch`` or ``fused``.

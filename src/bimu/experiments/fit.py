@@ -17,8 +17,9 @@ overridable by keyword); ``active="vr"`` with a ``threshold`` or ``budget`` lear
 >>> import numpy as np
 >>> rng = np.random.default_rng(0)
 >>> x = rng.normal(size=(200, 4)).astype(np.float32); y = (x[:, 0] > 0).astype(np.int64)
->>> result = fit_stream((x[:150], y[:150]), (x[150:], y[150:]), method="sgd", hidden=[8], engine="torch")
->>> result.accuracy.shape, result.summary["n_tasks"], result.accuracy[0, 0] > 0.8
+>>> result = fit_stream((x[:150], y[:150]), (x[150:], y[150:]), method="sgd", hidden=[8], engine="torch",
+...                     lr=0.05)
+>>> result.accuracy.shape, result.summary["n_tasks"], bool(result.accuracy[0, 0] > 0.8)
 ((1, 1), 1, True)
 """
 
