@@ -218,3 +218,14 @@ def test_create_method_takes_the_fused_engine_by_default():
     assert type(create_method("bimu", [4, 3], seed=0, device="cpu", engine="torch")) is BiMUMethod
     with pytest.raises(ValueError, match="engine 'fused' runs on the CPU only"):
         create_method("bimu", [4, 3], device="meta", engine="fused")
+
+
+def test_a_config_naming_a_file_is_the_npz_benchmark_with_its_absolute_path(tmp_path, monkeypatch):
+    from bimu.experiments.config import RunConfig
+
+    monkeypatch.chdir(tmp_path)
+    c = RunConfig.from_dict({"benchmark": "blobs.npz"})
+    assert c.benchmark == "npz" and c.benchmark_options == {"path": str(tmp_path / "blobs.npz")}
+    assert RunConfig.from_dict(c.to_dict()) == c  # what config.json holds reads back the same
+    with pytest.raises(ValueError, match="give the file once"):
+        RunConfig.from_dict({"benchmark": "a.npz", "benchmark_options": {"path": "b.npz"}})
