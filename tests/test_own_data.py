@@ -149,7 +149,7 @@ def test_readme_commands_learn_a_two_task_npz_and_a_changed_file_is_refused(tmp_
     # the same file again: the complete run is reused; a changed file is refused by its SHA-256
     assert cli.main([*commands[0][1:], "--no-progress"]) == 0
     write(tmp_path / "blobs.npz", **blob_arrays(seed=1))
-    assert cli.main([*commands[0][1:], "--no-progress"]) == 2
+    assert cli.main([*commands[0][1:], "--no-progress"]) == 1  # the seed fails before training, naming why
     err = capsys.readouterr().err
     assert "the file changed" in err and config["resolved"]["data_file"]["sha256"] in err
 
@@ -191,7 +191,7 @@ def test_fit_stream_labelled_and_active_on_two_tasks():
     kw = dict(task_train=a["task_train"], task_test=a["task_test"], hidden=[32], engine="torch")
     res = fit_stream((a["x_train"], a["y_train"]), (a["x_test"], a["y_test"]), "bimu", x_ood=a["x_ood"], **kw)
     assert res.accuracy.shape == (2, 2) and not np.isnan(res.accuracy).any()
-    assert res.accuracy[1].min() > 0.9 and res.summary["ood_auc"] is not None and res.engine == "torch"
+    assert res.accuracy[1, 1] > 0.9 and res.accuracy[1].min() > 0.6 and res.summary["ood_auc"] is not None and res.engine == "torch"
     sgd = [fit_stream((a["x_train"], a["y_train"]), (a["x_test"], a["y_test"]), "sgd", lr=0.05, **kw) for _ in "ab"]
     np.testing.assert_array_equal(sgd[0].accuracy, sgd[1].accuracy)  # same seed, same result
     act = fit_stream((a["x_train"], a["y_train"]), (a["x_test"], a["y_test"]), "bimu", active="vr",
