@@ -84,7 +84,7 @@ def test_independent_of_threads_and_chunking():
     b.learn_many(X[20:], Y[20:])
     assert np.array_equal(a.lam, b.lam)
     assert a.train_step == b.train_step == 50 and b.examples_seen == 50
-    assert torch.equal(a.predict_proba(torch.from_numpy(X)), b.predict_proba(torch.from_numpy(X)))
+    assert torch.equal(a.predict_samples(torch.from_numpy(X)), b.predict_samples(torch.from_numpy(X)))
     c = create_fused("bimu", SIZES, 8, HP, threads=1)  # another seed: another trajectory
     c.learn_many(X, Y)
     assert not np.array_equal(a.lam, c.lam)
@@ -101,7 +101,7 @@ def test_state_dict_resumes_exactly():
     a.learn_many(X[20:], Y[20:])
     b.learn_many(X[20:], Y[20:])
     assert np.array_equal(a.lam, b.lam)
-    assert torch.equal(a.predict_proba(torch.from_numpy(X)), b.predict_proba(torch.from_numpy(X)))
+    assert torch.equal(a.predict_samples(torch.from_numpy(X)), b.predict_samples(torch.from_numpy(X)))
     assert b.memory_bytes() == a.lam.nbytes
 
 
@@ -135,8 +135,8 @@ def test_evaluation_does_not_touch_training_and_is_batch_independent():
     a = create_fused("bimu", SIZES, 6, HP)
     b = create_fused("bimu", SIZES, 6, HP)
     x = torch.from_numpy(X[:9])
-    full = b.predict_proba(x, n_samples=3, generator=torch.Generator().manual_seed(11))
-    parts = [b.predict_proba(x[i:i + 1], n_samples=3, generator=torch.Generator().manual_seed(11)) for i in range(9)]
+    full = b.predict_samples(x, n_samples=3, generator=torch.Generator().manual_seed(11))
+    parts = [b.predict_samples(x[i:i + 1], n_samples=3, generator=torch.Generator().manual_seed(11)) for i in range(9)]
     assert torch.equal(full, torch.cat(parts, dim=1))
     b.predict(x)
     b.mc_scores(x, n_samples=4)

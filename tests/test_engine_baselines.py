@@ -83,7 +83,7 @@ def _mesu_logits(t, eps, x):
 def _run_both(name, sizes, hp, X, Y, batch=1, boundary=None, seed=1, dtype="float32"):
     """The fused and the torch method trained side by side on the same stream (same noise for MESU)."""
     m = create_fused(name, sizes, seed, hp, dtype=dtype)
-    t = create_method(name, sizes, seed, **hp)
+    t = create_method(name, sizes, seed, **hp, engine="torch")
     for a, b in zip(m.parameters_np(), _torch_params(t)):
         assert np.array_equal(a, b)  # same initialisation for the same seed
     tdt = getattr(torch, dtype)
@@ -118,7 +118,7 @@ def test_200_mnist_steps_match_torch(name):
     float32 trajectories of two correct implementations part within a few steps. In float64 the
     residual (~1e-17) is far below ``eps`` and the paths agree."""
     X, Y = _mnist(200)
-    hp = create_method(name, [784, 100, 10], 0, preset="pmnist-100").hparams
+    hp = create_method(name, [784, 100, 10], 0, preset="pmnist-100", engine="torch").hparams
     if name == "mesu":
         hp = dict(hp, n_samples=2)  # the torch replay at K = 10 would dominate the file's time
     adam = name in ("ste", "synaptic-metaplasticity")
@@ -127,9 +127,9 @@ def test_200_mnist_steps_match_torch(name):
     x = torch.from_numpy(X)
     if name == "mesu":
         ref = torch.softmax(_mesu_logits(t, m.eval_noise(5), x), -1)
-        probs = m.predict_proba(x, n_samples=5)
+        probs = m.predict_samples(x, n_samples=5)
     else:
-        ref, probs = t.predict_proba(x.to(_torch_dtype(t))).float(), m.predict_proba(x).float()
+        ref, probs = t.predict_samples(x.to(_torch_dtype(t))).float(), m.predict_samples(x).float()
     assert probs.shape == ref.shape and torch.allclose(probs, ref, atol=1e-4)
     lp = torch.log(ref).mean(0)
     top2 = lp.topk(2, -1).values
@@ -145,7 +145,7 @@ def test_reverse_binary_gate_variants_match_torch(name):
     (float64, so no pre-activation sits within rounding of a gate edge) and predictions, as the torch
     methods; the gate's threshold is a hyperparameter (gate_width)."""
     X, Y = _mnist(200)
-    hp = dict(create_method(name, [784, 100, 10], 0, preset="pmnist-100").hparams, activation="rbg")
+    hp = dict(create_method(name, [784, 100, 10], 0, preset="pmnist-100", engine="torch").hparams, activation="rbg")
     if name == "mesu":
         hp = dict(hp, n_samples=2)
     m, t = _run_both(name, [784, 100, 10], hp, X, Y, boundary=100, dtype="float64")
@@ -153,12 +153,12 @@ def test_reverse_binary_gate_variants_match_torch(name):
     x = torch.from_numpy(X).double()
     if name == "mesu":
         ref = torch.softmax(_mesu_logits(t, m.eval_noise(5), x), -1)
-        probs = m.predict_proba(x, n_samples=5)
+        probs = m.predict_samples(x, n_samples=5)
     else:
-        ref, probs = t.predict_proba(x), m.predict_proba(x)
+        ref, probs = t.predict_samples(x), m.predict_samples(x)
     assert torch.allclose(probs.double(), ref.double(), atol=1e-9)
     # the gate changes the network: the same stream with the default activation ends elsewhere
-    m_default, _ = _run_both(name, [784, 100, 10], dict(hp, activation=create_method(name, [4, 2]).hparams["activation"]),
+    m_default, _ = _run_both(name, [784, 100, 10], dict(hp, activation=create_method(name, [4, 2], engine="torch").hparams["activation"]),
                              X[:20], Y[:20], dtype="float64")
     m_gate, _ = _run_both(name, [784, 100, 10], hp, X[:20], Y[:20], dtype="float64")
     assert _rel(m_gate.parameters_np(), m_default.parameters_np()) > 1e-3
@@ -191,7 +191,7 @@ def test_mesu_float64_matches_torch_float64(dtype):
     X, Y = _data(20)
     hp = SMALL_HP["mesu"]
     m = create_fused("mesu", SIZES, 2, hp, dtype=dtype)
-    t = create_method("mesu", SIZES, 2, **hp)
+    t = create_method("mesu", SIZES, 2, **hp, engine="torch")
     t.model.double()
     for j in range(20):
         _mesu_step(t, [e.astype(np.float64) for e in m.train_noise()], torch.from_numpy(X[j:j + 1]).double(),
@@ -227,7 +227,7 @@ def test_synaptic_metaplasticity_task_affine_bank_and_use_task():
     for task in (0, 1, None):
         m.use_task(task)
         t.use_task(task)
-        assert torch.allclose(m.predict_proba(x), t.predict_proba(x), atol=1e-5)
+        assert torch.allclose(m.predict_samples(x), t.predict_samples(x), atol=1e-5)
     with pytest.raises(ValueError, match="task must be"):
         m.use_task(5)
     plain = create_fused("synaptic-metaplasticity", SIZES, 0, dict(SMALL_HP["synaptic-metaplasticity"],
@@ -252,8 +252,8 @@ def test_same_seed_same_result_independent_of_chunking(name):
     for u, v in zip(a.parameters_np(), b.parameters_np()):
         assert np.array_equal(u, v)
     x = torch.from_numpy(X)
-    assert torch.equal(a.predict_proba(x), b.predict_proba(x))
-    assert torch.equal(a.predict_proba(x), b.predict_proba(x))  # MESU: the evaluation counters advance alike
+    assert torch.equal(a.predict_samples(x), b.predict_samples(x))
+    assert torch.equal(a.predict_samples(x), b.predict_samples(x))  # MESU: the evaluation counters advance alike
     c = create_fused(name, SIZES, 8, hp)
     c.learn_many(X, Y)
     assert any(not np.array_equal(u, v) for u, v in zip(a.parameters_np(), c.parameters_np()))
@@ -269,7 +269,7 @@ def test_predictions_independent_of_threads_and_batch(name):
     b.learn_many(X, Y)
     g = torch.Generator
     x = torch.from_numpy(X)
-    assert torch.equal(a.predict_proba(x, generator=g().manual_seed(1)), b.predict_proba(x, generator=g().manual_seed(1)))
+    assert torch.equal(a.predict_samples(x, generator=g().manual_seed(1)), b.predict_samples(x, generator=g().manual_seed(1)))
 
 
 def test_mesu_predictions_draw_from_counters_and_generators():
@@ -277,10 +277,10 @@ def test_mesu_predictions_draw_from_counters_and_generators():
     m = create_fused("mesu", SIZES, 3, SMALL_HP["mesu"])
     m.learn_many(X, Y)
     x = torch.from_numpy(X[:9])
-    full = m.predict_proba(x, generator=torch.Generator().manual_seed(4))
-    parts = [m.predict_proba(x[i:i + 1], generator=torch.Generator().manual_seed(4)) for i in range(9)]
+    full = m.predict_samples(x, generator=torch.Generator().manual_seed(4))
+    parts = [m.predict_samples(x[i:i + 1], generator=torch.Generator().manual_seed(4)) for i in range(9)]
     assert full.shape == (3, 9, SIZES[-1]) and torch.allclose(full, torch.cat(parts, dim=1), atol=1e-6)
-    first, second = m.predict_proba(x), m.predict_proba(x)
+    first, second = m.predict_samples(x), m.predict_samples(x)
     assert not torch.equal(first, second) and m.eval_counter == 2  # a fresh draw per call
     scores = m.mc_scores(x, n_samples=6)
     assert scores["probs"].shape == (6, 9, SIZES[-1]) and int(scores["votes"].sum()) == 6 * 9
@@ -305,7 +305,7 @@ def test_state_dict_resumes_exactly(name):
     for u, v in zip(a.parameters_np(), b.parameters_np()):
         assert np.array_equal(u, v)
     x = torch.from_numpy(X)
-    assert torch.equal(a.predict_proba(x), b.predict_proba(x))
+    assert torch.equal(a.predict_samples(x), b.predict_samples(x))
     assert a.examples_seen == b.examples_seen == 40 and a.memory_bytes() == b.memory_bytes()
     with pytest.raises(ValueError, match="state is for method"):
         create_fused("bimu" if name != "bimu" else "sgd", SIZES, 0, {}).load_state_dict(state)
@@ -316,10 +316,10 @@ def test_supports_create_and_runner_picks_the_engine():
     from bimu.experiments.runner import make_method
 
     for name in BASELINES:
-        hp = create_method(name, [784, 100, 10], 0, preset="pmnist-100").hparams
+        hp = create_method(name, [784, 100, 10], 0, preset="pmnist-100", engine="torch").hparams
         assert supports(name, [784, 100, 10], hp) and supports(name, [784, 10], {})
         m = create_fused(name, [784, 100, 10], 0, hp, threads=1)
-        assert isinstance(m, FUSED_METHODS[name]) and m.info == create_method(name, [4, 2], 0).info
+        assert isinstance(m, FUSED_METHODS[name]) and m.info == create_method(name, [4, 2], 0, engine="torch").info
         method, used = make_method(RunConfig(benchmark="pmnist", method=name), [784, 100, 10], 0, dict(hp))
         assert used == "fused" and isinstance(method, FUSED_METHODS[name])
         method, used = make_method(RunConfig(benchmark="pmnist", method=name, engine="torch"), [784, 100, 10], 0,
@@ -349,7 +349,7 @@ def test_bad_inputs_raise_clear_errors(name):
         m.learn(torch.zeros(0, SIZES[0]), torch.zeros(0, dtype=torch.long))
     if m.info.bayesian:  # deterministic methods ignore n_samples, as their torch versions do
         with pytest.raises(ValueError, match="n_samples"):
-            m.predict_proba(torch.zeros(1, SIZES[0]), n_samples=0)
+            m.predict_samples(torch.zeros(1, SIZES[0]), n_samples=0)
     with pytest.raises(ValueError, match="threads"):
         create_fused(name, SIZES, 0, {}, threads=0)
     with pytest.raises(ValueError, match="dtype"):
@@ -402,7 +402,7 @@ def test_equinox_norm_compatibility_matches_torch(batch, activation):
     first-batch flag and gradient through the batch's share (the variance term too at batch 3) follow the
     torch method step for step (float64), through a task boundary and a state round trip."""
     X, Y = _mnist(120)
-    hp = dict(create_method("synaptic-metaplasticity", [784, 100, 10], 0, preset="pmnist-100").hparams,
+    hp = dict(create_method("synaptic-metaplasticity", [784, 100, 10], 0, preset="pmnist-100", engine="torch").hparams,
               activation=activation, bn_statistics="equinox", lr=0.003)
     m, t = _run_both("synaptic-metaplasticity", [784, 100, 10], hp, X, Y, batch=batch, boundary=20, dtype="float64")
     assert _rel(m.parameters_np(), _torch_params(t)) < 1e-9
@@ -411,7 +411,7 @@ def test_equinox_norm_compatibility_matches_torch(batch, activation):
     if batch == 1:
         assert not m.RV.any()  # a single example's variance: 0 for ever
     x = torch.from_numpy(X).double()
-    assert torch.allclose(m.predict_proba(x).double(), t.predict_proba(x).double(), atol=1e-9)
+    assert torch.allclose(m.predict_samples(x).double(), t.predict_samples(x).double(), atol=1e-9)
     state = m.modules_state()
     assert state["bn_seen"] is True
     fresh = create_fused("synaptic-metaplasticity", [784, 100, 10], 5, hp, dtype="float64")

@@ -18,7 +18,7 @@ import pytest
 SRC = Path(__file__).resolve().parent.parent / "src"
 
 LAYERS: list[tuple[str, ...]] = [
-    ("bimu.atomic", "bimu.process", "bimu.rng", "bimu.paper", "bimu.rundir"),
+    ("bimu.atomic", "bimu.process", "bimu.privatedir", "bimu.redact", "bimu.rng", "bimu.paper", "bimu.rundir"),
     ("bimu.nn", "bimu.optim", "bimu.uncertainty", "bimu.metrics"),
     ("bimu.regularizers",),
     ("bimu.methods",),

@@ -58,7 +58,7 @@ def blobs(n: int, seed: int, d: int = 20, c: int = 3):
 
 
 def make(name: str, seed: int = 0, **extra):
-    return create_method(name, SIZES, seed=seed, **{**TOY_HPARAMS.get(name, {}), **extra})
+    return create_method(name, SIZES, seed=seed, **{**TOY_HPARAMS.get(name, {}), **extra}, engine="torch")
 
 
 def run(method, x, y, task_end_every: int | None = None):
@@ -69,7 +69,7 @@ def run(method, x, y, task_end_every: int | None = None):
 
 
 def proba(method, x):
-    return method.predict_proba(x, generator=torch.Generator().manual_seed(7))
+    return method.predict_samples(x, generator=torch.Generator().manual_seed(7))
 
 
 def flat_tensors(obj):
@@ -164,7 +164,7 @@ def test_bad_hyperparameter_raises_naming_it(name):
     for hname, h in cls.hyperparameters.items():
         for value in _invalid_values(h):
             with pytest.raises(ValueError, match=re.escape(repr(hname))):
-                create_method(name, SIZES, seed=0, **{hname: value})
+                create_method(name, SIZES, seed=0, **{hname: value}, engine="torch")
             checked += 1
     assert checked >= len(cls.hyperparameters)
 
@@ -172,18 +172,18 @@ def test_bad_hyperparameter_raises_naming_it(name):
 @pytest.mark.parametrize("name", METHODS)
 def test_unknown_hyperparameter_raises(name):
     with pytest.raises(ValueError, match="no_such_hyperparameter"):
-        create_method(name, SIZES, seed=0, no_such_hyperparameter=1.0)
+        create_method(name, SIZES, seed=0, no_such_hyperparameter=1.0, engine="torch")
     with pytest.raises(ValueError, match="no preset"):
-        create_method(name, SIZES, seed=0, preset="no-such-benchmark")
+        create_method(name, SIZES, seed=0, preset="no-such-benchmark", engine="torch")
 
 
 @pytest.mark.parametrize("name", METHODS)
-def test_declared_uncertainty_scores_are_finite(name):
+def test_declared_uncertainty_scores_are_finite_and_predict_proba_is_their_mean(name):
     x, y = blobs(20, seed=8)
     xt, _ = blobs(12, seed=9)
     method = make(name)
     run(method, x, y)
-    p = method.predict_proba(xt)
+    p = method.predict_samples(xt)
     expected_samples = method.hparams.get("n_eval_samples", 1) if method.info.bayesian else 1
     assert p.shape == (expected_samples, 12, 3)
     assert torch.allclose(p.sum(-1), torch.ones(expected_samples, 12), atol=1e-5)
@@ -191,7 +191,12 @@ def test_declared_uncertainty_scores_are_finite(name):
         values = UNCERTAINTY_SCORES[score](p)
         assert values.shape == (12,) and torch.isfinite(values).all() and (values >= 0).all(), score
     if method.info.bayesian:
-        assert UNCERTAINTY_SCORES["epistemic"](method.predict_proba(xt, n_samples=20)).max() > 0
+        assert UNCERTAINTY_SCORES["epistemic"](method.predict_samples(xt, n_samples=20)).max() > 0
+    # predict_proba: the mean over the samples, [batch, classes]
+    samples = method.predict_samples(xt, n_samples=4, generator=torch.Generator().manual_seed(3))
+    mean = method.predict_proba(xt, n_samples=4, generator=torch.Generator().manual_seed(3))
+    assert mean.shape == (12, 3) and torch.equal(mean, samples.mean(0))
+    assert torch.allclose(mean.sum(-1), torch.ones(12), atol=1e-5)
 
 
 @pytest.mark.parametrize("name", METHODS)
@@ -238,9 +243,9 @@ def test_bad_inputs_raise_value_error(name, case):
 def test_bad_prediction_inputs_raise_value_error(name):
     method = make(name)
     with pytest.raises(ValueError):
-        method.predict_proba(torch.full((2, 20), math.nan))
+        method.predict_samples(torch.full((2, 20), math.nan))
     with pytest.raises(ValueError):
-        method.predict_proba(torch.randn(2, 19))
+        method.predict_samples(torch.randn(2, 19))
 
 
 @pytest.mark.parametrize("name", METHODS)
@@ -260,7 +265,7 @@ def test_presets_resolve_and_build(name):
              "animals-std"}
     assert set(cls.presets) <= known
     for key in cls.presets:
-        method = create_method(name, [6, 4], seed=0, preset=key)
+        method = create_method(name, [6, 4], seed=0, preset=key, engine="torch")
         for hname, value in cls.presets[key].items():
             assert method.hparams[hname] == cls.hyperparameters[hname].validate(value)
 

@@ -20,8 +20,18 @@ lowest layer first (a module imports only its own layer and lower ones; ``tests/
 - :mod:`bimu.experiments` - the online stream loop, the runner and sweeps;
 - :mod:`bimu.reproduce`, :mod:`bimu.tune` - the paper's tables and figures; hyperparameter search;
 - :mod:`bimu.cli` (and each subpackage's ``cli`` module) - the ``bimu`` command.
+- :func:`bimu.fit_stream` - any method on your own stream (docs/own-data.md).
 """
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+__all__ = ["__version__", "fit_stream"]
+
+
+def __getattr__(name):
+    # bimu.fit_stream (your own stream from Python) imports torch and the engine only when first used
+    if name == "fit_stream":
+        from bimu.experiments.fit import fit_stream
+
+        return fit_stream
+    raise AttributeError(f"module 'bimu' has no attribute {name!r}")

@@ -2,7 +2,7 @@
 
 >>> import torch
 >>> from bimu.methods import create_method
->>> m = create_method("bimu", [4, 3], seed=0, preset="pmnist-100")
+>>> m = create_method("bimu", [4, 3], seed=0, preset="pmnist-100", engine="torch")
 >>> learner = ActiveLearner(m, make_acquisition("vr", threshold=0.1, mc_samples=10))
 >>> pred, ask = learner.predict_one(torch.randn(1, 4))
 >>> if ask:
@@ -152,7 +152,7 @@ class ActiveLearner:
     """Streaming active learner around any :class:`~bimu.methods.base.OnlineMethod`.
 
     - ``predict_one(x[1, D], y=None) -> (prediction, ask)``: ``K`` hard-sample forward passes through
-      ``method.predict_proba(x, n_samples=K)`` (with the learner's own query generator, which follows
+      ``method.predict_samples(x, n_samples=K)`` (with the learner's own query generator, which follows
       the method's device, so evaluation draws never change the stream); if not asked,
       ``method.observe_unlabelled(1)`` (no label, no backward pass, no weight write). ``y`` is
       required only by the oracle ``vr-true``.
@@ -203,7 +203,7 @@ class ActiveLearner:
         label = None if y is None else self._as_label(y)
         k = self.acquisition.mc_samples
         self.query_generator = generator_on(self.query_generator, self.method.device)
-        probs = self.method.predict_proba(x, n_samples=k, generator=self.query_generator)
+        probs = self.method.predict_samples(x, n_samples=k, generator=self.query_generator)
         prediction = int(torch.log(probs.clamp_min(1e-30)).mean(0).argmax(-1)[0])
         label = None if label is None else label.to(probs.device)
         ask, score, tau = self.acquisition.decide(probs, self.ledger.labels_queried, self.ledger.examples_seen,

@@ -29,6 +29,7 @@ from typing import Any
 BENCHMARK_MODULES: tuple[str, ...] = (
     "bimu.data.permuted",
     "bimu.data.feature_benchmarks",
+    "bimu.data.own",
 )
 """``bimu.data`` plugin modules that register benchmarks when imported."""
 

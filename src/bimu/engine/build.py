@@ -54,7 +54,7 @@ def build_method(name: str, sizes: Sequence[int], seed: int, hparams: Mapping[st
                 why = fused.why_unsupported(name, list(sizes), dict(hparams))
                 raise ValueError(f"engine 'fused' does not support method {name!r} with sizes {list(sizes)} "
                                  f"and these hyperparameters{f': {why}' if why else ''}; use engine 'torch' or 'auto'")
-    return create_method(name, list(sizes), seed, **hparams), "torch"
+    return create_method(name, list(sizes), seed, engine="torch", **hparams), "torch"
 
 
 def _threads(threads: int | None) -> int | None:

@@ -160,7 +160,7 @@ class _FusedBinary(FusedMethod):
                      numba.config.NUMBA_NUM_THREADS, out)
         return out
 
-    def predict_proba(self, x, n_samples: int | None = None, generator: torch.Generator | None = None):
+    def predict_samples(self, x, n_samples: int | None = None, generator: torch.Generator | None = None):
         """Class probabilities ``[S, B, C]`` (float32 torch tensor) from S hard weight samples."""
         probs = scores_from_logits(self._logits(x, n_samples, generator))[0]
         return torch.from_numpy(probs.astype(np.float32, copy=False))

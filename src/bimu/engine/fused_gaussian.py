@@ -10,7 +10,7 @@ noise (:meth:`FusedMESU.train_noise`) they compute the same steps.
 >>> import numpy as np
 >>> m = FusedMESU([4, 3], seed=0)
 >>> m.learn_many(np.ones((2, 4), np.float32), np.array([0, 2]))
->>> tuple(m.predict_proba(np.ones((5, 4), np.float32)).shape), m.memory_bytes() == 2 * 4 * (4 * 3 + 3)
+>>> tuple(m.predict_samples(np.ones((5, 4), np.float32)).shape), m.memory_bytes() == 2 * 4 * (4 * 3 + 3)
 ((10, 5, 3), True)
 """
 

@@ -9,7 +9,7 @@ the same steps (to float32 rounding: the order of a few sums differs).
 >>> import numpy as np
 >>> m = FusedSGD([4, 8, 3], seed=0)
 >>> m.learn_many(np.ones((5, 4), np.float32), np.array([0, 1, 2, 0, 1]))
->>> m.examples_seen, tuple(m.predict_proba(np.ones((2, 4), np.float32)).shape)
+>>> m.examples_seen, tuple(m.predict_samples(np.ones((2, 4), np.float32)).shape)
 (5, (1, 2, 3))
 """
 

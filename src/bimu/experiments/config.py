@@ -29,6 +29,7 @@ import difflib
 import json
 import math
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from bimu.experiments.schedule import FINAL_CHOICES, EvalSchedule
@@ -103,7 +104,8 @@ class RunConfig:
     """One experiment: a benchmark, a method, seeds, evaluation schedule and run options.
 
     Attributes (all validated):
-        benchmark, method: registered names.
+        benchmark, method: registered names; a benchmark ending in ``.npz`` is your own data file
+            (:mod:`bimu.data.own`), stored as the benchmark ``npz`` with its absolute ``path`` option.
         tasks: number of tasks in the stream (``None``: all of a fixed benchmark's tasks; 10 for
             streams of configurable length such as ``pmnist``).
         seeds: one run (and run directory) per seed.
@@ -112,7 +114,7 @@ class RunConfig:
         overrides: method hyperparameters, name -> value (strings are coerced by the method's types).
         batch_size: examples per update (1 in every paper run).
         eval_*: the :class:`~bimu.experiments.schedule.EvalSchedule`.
-        eval_batch_size: examples per ``predict_proba`` call in evaluation.
+        eval_batch_size: examples per ``predict_samples`` call in evaluation.
         eval_samples: MC samples for evaluation (``None``: the method's default).
         ood, ood_every, ood_scores: OOD ROC-AUC every ``ood_every`` tasks (0: only after the last).
         engine: ``auto`` (fused engine when it supports the method, else torch), ``torch`` or ``fused``.
@@ -209,6 +211,13 @@ class RunConfig:
             if check is not None and not check[0](value):
                 raise ValueError(f"config {f.name!r} must be {check[1]}, got {raw!r}")
             object.__setattr__(self, f.name, value)
+        if self.benchmark.lower().endswith(".npz"):  # bimu run FILE.npz: the registered 'npz' benchmark
+            if "path" in self.benchmark_options:
+                raise ValueError(f"config 'benchmark' is the file {self.benchmark!r} and 'benchmark_options' "
+                                 "names another path; give the file once")
+            path = str(Path(self.benchmark).expanduser().resolve())
+            object.__setattr__(self, "benchmark_options", {**self.benchmark_options, "path": path})
+            object.__setattr__(self, "benchmark", "npz")
 
     # ------------------------------------------------------------------ construction
     @classmethod

@@ -97,12 +97,26 @@ def make_learner(method, config: RunConfig):
     return ActiveLearner(method, make_acquisition(config, seed=int(getattr(method, "seed", 0))))
 
 
-def resolved_config(config: RunConfig, sizes, preset, hparams, note, engine) -> dict[str, Any]:
-    """What ``config.json`` holds: the config plus everything resolved from it."""
+def resolved_config(config: RunConfig, sizes, preset, hparams, note, engine, data_file=None) -> dict[str, Any]:
+    """What ``config.json`` holds: the config plus everything resolved from it (``data_file``: the
+    ``{"path", "sha256"}`` of an own-data file, :attr:`bimu.data.own.OwnBenchmark.source`)."""
     d = config.to_dict()
     d["hidden"] = list(config.hidden_widths())  # None (benchmark default) resolved, so both spellings resume
-    return {**d, "resolved": {"sizes": list(sizes), "preset": preset, "hparams": dict(hparams),
-                                             "note": note, "engine": engine}}
+    resolved = {"sizes": list(sizes), "preset": preset, "hparams": dict(hparams), "note": note, "engine": engine}
+    if data_file is not None:
+        resolved["data_file"] = dict(data_file)
+    return {**d, "resolved": resolved}
+
+
+def check_same_data_file(path, old: Mapping[str, Any], new: Mapping[str, Any] | None) -> None:
+    """:class:`~bimu.rundir.RunDirRefused` when the run directory ``path`` was run on a data file whose
+    SHA-256 differs from the file's now (``old``: its ``config.json``'s resolved ``data_file``)."""
+    before = old.get("resolved", {}).get("data_file")
+    if new is None or before is None or before.get("sha256") == new.get("sha256"):
+        return
+    raise RunDirRefused(f"{path} was run on {before.get('path')} with SHA-256 {before.get('sha256')}; "
+                     f"{new.get('path')} now has SHA-256 {new.get('sha256')} (the file changed): "
+                     "use another --out or remove that directory")
 
 
 def run_seed(config: RunConfig, seed: int, *, progress: bool | None = None, log=None,
@@ -115,7 +129,7 @@ def run_seed(config: RunConfig, seed: int, *, progress: bool | None = None, log=
     sizes = [bench.n_features, *config.hidden_widths(), bench.n_classes]
     method, engine = make_method(config, sizes, seed, hparams)
     learner = make_learner(method, config)
-    resolved = resolved_config(config, sizes, preset, hparams, note, engine)
+    resolved = resolved_config(config, sizes, preset, hparams, note, engine, getattr(bench, "source", None))
     if check_run_dir(rd, resolved, hparams, method.hyperparameters, engine):
         log(f"seed {seed}: already complete in {rd.path}")
         return {"R": rd.read_matrix(), "records": rd.read_metrics(), "summary": rd.read_json(SUMMARY),
@@ -137,6 +151,7 @@ def check_run_dir(rd: RunDir, resolved: Mapping[str, Any], hparams: Mapping[str,
     this run writes; ``declared``: the method's hyperparameter declarations)."""
     if rd.exists(CONFIG):
         old = rd.read_json(CONFIG)
+        check_same_data_file(rd.path, old, resolved.get("data_file"))
         # preset and overrides are compared through the resolved hyperparameters
         skip = ("resolved", "preset", "overrides", *_non_semantic())
         old_sem = {k: v for k, v in old.items() if k not in skip}
@@ -231,7 +246,7 @@ def preflight(config: RunConfig) -> None:
     method, engine = make_method(config, sizes, config.seeds[0], hparams)
     if config.active is not None:
         make_acquisition(config)
-    resolved = resolved_config(config, sizes, preset, hparams, note, engine)
+    resolved = resolved_config(config, sizes, preset, hparams, note, engine, getattr(bench, "source", None))
     for seed in config.seeds:
         check_run_dir(RunDir(seed_dir(config.out, config.benchmark, config.method, seed)), resolved, hparams,
                       method.hyperparameters, engine)

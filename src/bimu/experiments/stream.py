@@ -33,7 +33,7 @@ resumed.
 >>> rng = np.random.default_rng(0)
 >>> bench = ArrayBenchmark("toy", [(rng.normal(size=(20, 4)).astype(np.float32), rng.integers(0, 2, 20))] * 2,
 ...                        [(rng.normal(size=(8, 4)).astype(np.float32), rng.integers(0, 2, 8))] * 2)
->>> method = create_method("sgd", [4, 2], seed=0)
+>>> method = create_method("sgd", [4, 2], seed=0, engine="torch")
 >>> [(done.task, done.n_train, done.steps) for done in stream_tasks(bench, method, seed=0, tasks=range(2))]
 [(0, 20, 20), (1, 20, 20)]
 >>> method.examples_seen
@@ -224,13 +224,13 @@ def evaluate(method, x: torch.Tensor, y: torch.Tensor | None, *, batch_size: int
              scores: Sequence[str] = ()) -> tuple[float | None, dict[str, np.ndarray]]:
     """Accuracy of ``method`` on ``(x, y)`` (``None`` if ``y`` is None) and per-example ``scores``.
 
-    Uses ``method.predict_proba`` in batches; the prediction is the argmax of the mean over samples
+    Uses ``method.predict_samples`` in batches; the prediction is the argmax of the mean over samples
     of the log-probabilities (the paper's rule).
     """
     fns = score_functions(scores)
     correct, out = 0, {n: [] for n in fns}
     for i in range(0, len(x), batch_size):
-        p = method.predict_proba(x[i:i + batch_size], n_samples=n_samples, generator=generator)
+        p = method.predict_samples(x[i:i + batch_size], n_samples=n_samples, generator=generator)
         if y is not None:
             pred = torch.log(p.clamp_min(1e-30)).mean(0).argmax(-1)
             correct += int((pred == y[i:i + batch_size]).sum())

@@ -6,6 +6,7 @@ from bimu.methods.bimu import BiMUMethod
 from bimu.methods.ewc_online import OnlineEWCMethod
 from bimu.methods.mesu import MESUMethod
 from bimu.methods.registry import available_methods, create_method, get_method, register
+from bimu.methods.river_adapter import RiverClassifier
 from bimu.methods.sgd import SGDMethod
 from bimu.methods.si import SynapticIntelligenceMethod
 from bimu.methods.ste import STEMethod
@@ -29,6 +30,7 @@ __all__ = [
     "Hyperparameter",
     "MethodInfo",
     "OnlineMethod",
+    "RiverClassifier",
     "available_methods",
     "create_method",
     "get_method",

@@ -5,9 +5,10 @@ A method is an online learner over ``[batch, features]`` float inputs and ``[bat
 - :meth:`OnlineMethod.learn` - one online update from a (labelled) batch: forward, backward, write;
 - :meth:`OnlineMethod.observe_unlabelled` - an example that was seen but not queried: no label,
   no backward pass, no weight write (only the "examples seen" counter moves);
-- :meth:`OnlineMethod.predict_proba` - class probabilities ``[samples, batch, classes]`` (``samples``
+- :meth:`OnlineMethod.predict_samples` - class probabilities ``[samples, batch, classes]`` (``samples``
   is 1 for deterministic methods), drawn from the evaluation generator so that evaluating never
-  changes the training trajectory;
+  changes the training trajectory; :meth:`OnlineMethod.predict_proba` - their mean over the samples,
+  ``[batch, classes]``;
 - :meth:`OnlineMethod.task_end` - called at task boundaries, only if ``info.needs_task_boundaries``;
 - :meth:`OnlineMethod.state_dict` / :meth:`OnlineMethod.load_state_dict` - everything needed to resume
   bit-exactly (parameters, optimizer state, counters, random generator states);
@@ -356,15 +357,24 @@ class OnlineMethod(abc.ABC):
         """Task-boundary hook; a no-op unless the method needs task boundaries."""
 
     @torch.no_grad()
-    def predict_proba(
+    def predict_samples(
         self, x: torch.Tensor, n_samples: int | None = None, generator: torch.Generator | None = None
     ) -> torch.Tensor:
-        """Class probabilities ``[samples, batch, classes]``."""
+        """Class probabilities of each weight sample, ``[samples, batch, classes]`` (what the
+        uncertainty scores of :mod:`bimu.uncertainty` take)."""
         n = self.default_eval_samples if n_samples is None else int(n_samples)
         if not self.info.bayesian:
             n = 1
         logits = self._predict_logits(x, n, self.eval_generator if generator is None else generator)
         return torch.softmax(logits, dim=-1)
+
+    @torch.no_grad()
+    def predict_proba(
+        self, x: torch.Tensor, n_samples: int | None = None, generator: torch.Generator | None = None
+    ) -> torch.Tensor:
+        """Class probabilities ``[batch, classes]``: :meth:`predict_samples` averaged over the samples
+        (the posterior predictive, the convention of scikit-learn and river)."""
+        return self.predict_samples(x, n_samples, generator).mean(0)
 
     @torch.no_grad()
     def predict(self, x: torch.Tensor, n_samples: int | None = None, generator=None) -> torch.Tensor:

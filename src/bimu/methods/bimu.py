@@ -3,7 +3,7 @@
 >>> import torch
 >>> m = BiMUMethod([4, 3], seed=0, **BiMUMethod.presets["pmnist-100"])
 >>> m.learn(torch.randn(1, 4), torch.tensor([2]))
->>> m.updates_applied, m.examples_seen, m.predict_proba(torch.randn(2, 4)).shape
+>>> m.updates_applied, m.examples_seen, m.predict_samples(torch.randn(2, 4)).shape
 (1, 1, torch.Size([5, 2, 3]))
 """
 

@@ -10,7 +10,7 @@ samples (10 in the paper), so every uncertainty score, epistemic included, is av
 >>> import torch
 >>> m = MESUMethod([4, 3], seed=0)
 >>> m.learn(torch.randn(1, 4), torch.tensor([2]))
->>> tuple(m.predict_proba(torch.randn(2, 4)).shape), m.memory_bytes() == 2 * 4 * (4 * 3 + 3)
+>>> tuple(m.predict_samples(torch.randn(2, 4)).shape), m.memory_bytes() == 2 * 4 * (4 * 3 + 3)
 ((10, 2, 3), True)
 """
 

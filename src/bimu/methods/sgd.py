@@ -2,12 +2,12 @@
 
 Loss: cross-entropy averaged over the batch (batch size 1 in every paper run, where sum and mean
 agree). One update per :meth:`SGDMethod.learn` call: ``theta <- theta - lr * dL/dtheta``, no momentum.
-Deterministic: :meth:`~bimu.methods.base.OnlineMethod.predict_proba` returns one sample.
+Deterministic: :meth:`~bimu.methods.base.OnlineMethod.predict_samples` returns one sample.
 
 >>> import torch
 >>> m = SGDMethod([4, 8, 3], seed=0)
 >>> m.learn(torch.randn(2, 4), torch.tensor([0, 2]))
->>> m.updates_applied, m.examples_seen, tuple(m.predict_proba(torch.randn(5, 4)).shape)
+>>> m.updates_applied, m.examples_seen, tuple(m.predict_samples(torch.randn(5, 4)).shape)
 (1, 2, (1, 5, 3))
 """
 

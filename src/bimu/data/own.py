@@ -1,0 +1,204 @@
+"""Your own data as a benchmark: arrays, or a ``.npz`` file of them (``bimu run FILE.npz``).
+
+:func:`own_benchmark` checks the arrays and splits them into tasks; :func:`load_npz` reads a ``.npz``
+file (``numpy.load(..., allow_pickle=False)``: a file can never run code) and does the same. Both return
+an :class:`OwnBenchmark`, a benchmark like the registered ones (docs/contracts.md), so runs, resume,
+metrics and reports work unchanged. The file is registered as the benchmark ``npz`` (option ``path``);
+``bimu run FILE.npz`` is short for ``bimu run npz --option path=FILE.npz``.
+
+The arrays:
+
+- ``x_train`` (numbers, ``[n, d]``), ``y_train`` (integer class labels in ``0..C-1``, ``[n]``);
+- ``x_test`` (``[m, d]``), ``y_test`` (``[m]``);
+- optional ``task_train`` (``[n]``) and ``task_test`` (``[m]``): the task index of each row, tasks
+  ``0..T-1``, each with training and test rows; absent: one task;
+- optional ``x_ood`` (``[k, d]``): out-of-distribution inputs for the OOD ROC-AUC;
+- optional ``n_classes`` (a scalar): C, when some classes have no example (default: the largest label + 1).
+
+The training stream is the file order: task 0's rows in the order they appear, then task 1's, and so on
+(the same for every seed). Every problem is a ValueError of one line naming the array, before any training:
+
+>>> import numpy as np
+>>> x = np.zeros((4, 2), np.float32); y = np.array([0, 1, 0, 1])
+>>> b = own_benchmark(x, y, x, y, task_train=[0, 0, 1, 1], task_test=[0, 1, 0, 1])
+>>> b.n_tasks, b.n_features, b.n_classes, b.train_task(1, seed=0)[1].tolist()
+(2, 2, 2, [0, 1])
+>>> own_benchmark(x, y, x, np.array([0, 1, 2, -1]))
+Traceback (most recent call last):
+...
+ValueError: y_test: labels must be in 0..C-1 (C = 3 classes), found -1 at row 3
+"""
+
+from __future__ import annotations
+
+import hashlib
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from bimu.data.feature_benchmarks import ArrayBenchmark
+
+REQUIRED = ("x_train", "y_train", "x_test", "y_test")
+"""Arrays every ``.npz`` for bimu holds."""
+OPTIONAL = ("task_train", "task_test", "x_ood", "n_classes")
+"""Arrays it may hold."""
+
+
+class OwnBenchmark(ArrayBenchmark):
+    """Per-task arrays streamed in the order given (the same order for every seed); ``source`` is
+    ``{"path", "sha256"}`` of the file it was read from (``None`` for arrays)."""
+
+    source: dict | None = None
+
+    def train_task(self, task: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Training data of ``task`` in the order given (``seed`` does not change it)."""
+        X, y = self._train[self._check_task(task)]
+        return torch.from_numpy(X), torch.from_numpy(y)
+
+
+def _fail(where: str, name: str, msg: str):
+    raise ValueError(f"{where}{name}: {msg}")
+
+
+def _features(where, name, a, d=None) -> np.ndarray:
+    a = np.asarray(a)
+    if a.dtype.kind not in "fiu":
+        _fail(where, name, f"must hold numbers (a float array [rows, features]), got dtype {a.dtype}")
+    if a.ndim != 2 or a.shape[0] == 0 or a.shape[1] == 0:
+        _fail(where, name, f"must be a non-empty 2-D array [rows, features], got shape {tuple(a.shape)}")
+    if d is not None and a.shape[1] != d:
+        _fail(where, name, f"has {a.shape[1]} features per row, x_train has {d}")
+    a = np.ascontiguousarray(a, dtype=np.float32)
+    bad = ~np.isfinite(a)
+    if bad.any():
+        row = int(np.argwhere(bad)[0][0])
+        _fail(where, name, f"holds {int(bad.sum())} NaN/inf values (first in row {row})")
+    return a
+
+
+def _ints(where, name, a, n, what) -> np.ndarray:
+    a = np.asarray(a)
+    if a.dtype.kind not in "iu":
+        _fail(where, name, f"must hold integer {what}, got dtype {a.dtype}")
+    if a.ndim != 1 or len(a) != n:
+        _fail(where, name, f"must be a 1-D array of {n} {what} (one per row of x_{name.split('_')[1]}), "
+                           f"got shape {tuple(a.shape)}")
+    return a.astype(np.int64)
+
+
+def own_benchmark(x_train, y_train, x_test, y_test, *, task_train=None, task_test=None, x_ood=None,
+                  n_classes: int | None = None, name: str = "own", where: str = "") -> OwnBenchmark:
+    """An :class:`OwnBenchmark` from arrays (numpy arrays, tensors or lists; see the module docs);
+    ``where`` prefixes every error message (the file name)."""
+    arrays = [x_train, y_train, x_test, y_test, task_train, task_test, x_ood]
+    arrays = [a.detach().cpu().numpy() if isinstance(a, torch.Tensor) else a for a in arrays]
+    x_train, y_train, x_test, y_test, task_train, task_test, x_ood = arrays
+    xtr = _features(where, "x_train", x_train)
+    d = xtr.shape[1]
+    xte = _features(where, "x_test", x_test, d)
+    ytr = _ints(where, "y_train", y_train, len(xtr), "class labels")
+    yte = _ints(where, "y_test", y_test, len(xte), "class labels")
+    top = int(max(ytr.max(), yte.max()))
+    if n_classes is None:
+        n_classes = top + 1
+    else:
+        n = np.asarray(n_classes)
+        if n.ndim != 0 or n.dtype.kind not in "iu":
+            _fail(where, "n_classes", f"must be one integer, got {n_classes!r}")
+        n_classes = int(n)
+    if n_classes < 2:
+        _fail(where, "y_train", f"needs at least 2 classes, found only class {top}")
+    for label_name, y in (("y_train", ytr), ("y_test", yte)):
+        bad = np.flatnonzero((y < 0) | (y >= n_classes))
+        if len(bad):
+            _fail(where, label_name, f"labels must be in 0..C-1 (C = {n_classes} classes), found {int(y[bad[0]])} "
+                                     f"at row {int(bad[0])}")
+    if (task_train is None) != (task_test is None):
+        given, missing = ("task_train", "task_test") if task_test is None else ("task_test", "task_train")
+        _fail(where, missing, f"is needed with {given} (the task of each test row)")
+    if task_train is None:
+        ttr, tte = np.zeros(len(ytr), np.int64), np.zeros(len(yte), np.int64)
+    else:
+        ttr = _ints(where, "task_train", task_train, len(xtr), "task indices")
+        tte = _ints(where, "task_test", task_test, len(xte), "task indices")
+    for task_name, t in (("task_train", ttr), ("task_test", tte)):
+        if t.min() < 0:
+            _fail(where, task_name, f"task indices must be >= 0, found {int(t.min())}")
+    n_tasks = int(max(ttr.max(), tte.max())) + 1
+    for task_name, t in (("task_train", ttr), ("task_test", tte)):
+        counts = np.bincount(t, minlength=n_tasks)
+        if (counts == 0).any():
+            empty = int(np.flatnonzero(counts == 0)[0])
+            _fail(where, task_name, f"task {empty} has no rows (tasks are 0..{n_tasks - 1}, each needs training "
+                                    "and test rows)")
+    ood = None if x_ood is None else _features(where, "x_ood", x_ood, d)
+    bench = OwnBenchmark(name, [(xtr[ttr == t], ytr[ttr == t]) for t in range(n_tasks)],
+                         [(xte[tte == t], yte[tte == t]) for t in range(n_tasks)], ood=ood,
+                         class_names=[str(c) for c in range(n_classes)], description=f"own data ({name})")
+    return bench
+
+
+def file_sha256(path) -> str:
+    """SHA-256 of a file's bytes (hex)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def load_npz(path) -> OwnBenchmark:
+    """The :class:`OwnBenchmark` of a ``.npz`` file (see the module docs); ValueError of one line naming
+    the file and the array for a missing, unknown, object-holding or malformed array."""
+    p = Path(path)
+    where = f"{p}: "
+    if not p.is_file():
+        raise ValueError(f"{p}: no such file")
+    if not zipfile.is_zipfile(p):
+        raise ValueError(f"{p}: not a readable .npz file (not a zip archive of .npy arrays, as numpy.savez writes)")
+    try:
+        with np.load(p, allow_pickle=False) as z:
+            names = list(z.files)
+            unknown = [k for k in names if k not in REQUIRED + OPTIONAL]
+            if unknown:
+                _fail(where, unknown[0], f"unknown array; a .npz for bimu holds {', '.join(REQUIRED)} and "
+                                         f"optionally {', '.join(OPTIONAL)}")
+            for k in REQUIRED:
+                if k not in names:
+                    _fail(where, k, f"missing (a .npz for bimu holds {', '.join(REQUIRED)})")
+            arrays = {}
+            for k in names:
+                try:
+                    arrays[k] = z[k]
+                except ValueError as e:
+                    if "allow_pickle" in str(e):
+                        _fail(where, k, "holds Python objects (dtype object), which bimu does not load; "
+                                        "store numeric arrays")
+                    raise
+    except (zipfile.BadZipFile, OSError, EOFError) as e:
+        raise ValueError(f"{p}: not a readable .npz file ({e})") from None
+    bench = own_benchmark(arrays["x_train"], arrays["y_train"], arrays["x_test"], arrays["y_test"],
+                          task_train=arrays.get("task_train"), task_test=arrays.get("task_test"),
+                          x_ood=arrays.get("x_ood"), n_classes=arrays.get("n_classes"), name=p.name, where=where)
+    bench.source = {"path": str(p.resolve()), "sha256": file_sha256(p)}
+    return bench
+
+
+def npz_benchmark(data_dir=None, path: str | None = None) -> OwnBenchmark:
+    """Factory registered as ``npz``: the file ``path`` (``data_dir`` is not used)."""
+    if not path:
+        raise ValueError("benchmark 'npz' needs its file: bimu run FILE.npz (or --option path=FILE.npz)")
+    return load_npz(path)
+
+
+def _register() -> None:
+    from bimu.data.benchmarks import register_benchmark
+    from bimu.data.permuted import _pmnist_preset
+
+    register_benchmark("npz", npz_benchmark, default_hidden=(100,), preset=_pmnist_preset,
+                       description="your own data from a .npz file (bimu run FILE.npz)")
+
+
+_register()

@@ -1,0 +1,159 @@
+"""BiMU (or any registered method) on your own stream from Python: :func:`fit_stream`.
+
+The data may be given as
+
+- arrays or tensors ``(x, y)``: one task, or several with ``task_train`` / ``task_test`` (a task index
+  per row, as in a ``.npz`` for ``bimu run``, :mod:`bimu.data.own`);
+- a list with one entry per task, each ``(x, y)``, a ``torch.utils.data.Dataset`` of ``(x, y)``
+  examples, a ``DataLoader`` or any iterable of ``(x, y)`` batches or examples;
+- a single ``Dataset``, ``DataLoader`` or iterable: one task.
+
+Inputs with more than one feature axis (images) are flattened per example. The stream is the order
+given; the checks of :func:`bimu.data.own.own_benchmark` (shapes, NaN/inf, labels, empty tasks) run
+before any training. The method is built on the fused engine when it supports it (``engine="auto"``),
+with the hyperparameters ``bimu run FILE.npz`` uses (the paper's Permuted-MNIST preset for BiMU,
+overridable by keyword); ``active="vr"`` with a ``threshold`` or ``budget`` learns actively.
+
+>>> import numpy as np
+>>> rng = np.random.default_rng(0)
+>>> x = rng.normal(size=(200, 4)).astype(np.float32); y = (x[:, 0] > 0).astype(np.int64)
+>>> result = fit_stream((x[:150], y[:150]), (x[150:], y[150:]), method="sgd", hidden=[8], engine="torch",
+...                     lr=0.05)
+>>> result.accuracy.shape, result.summary["n_tasks"], bool(result.accuracy[0, 0] > 0.8)
+((1, 1), 1, True)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from bimu.data.own import OwnBenchmark, own_benchmark
+from bimu.experiments.config import RunConfig
+from bimu.experiments.runner import make_learner, make_method
+from bimu.experiments.stream import run_stream
+
+
+@dataclasses.dataclass
+class StreamResult:
+    """What :func:`fit_stream` returns.
+
+    Attributes:
+        accuracy: the accuracy matrix ``R[i, j]``, accuracy on task ``j`` after training task ``i``
+            (NaN where not evaluated), fractions in [0, 1].
+        summary: the run's metrics (``final_mean_acc``, ``last_k_acc``, ``bwt``, ``mmrr``,
+            ``first_task_acc``, ``ood_auc`` with ``x_ood``, ``active`` counters, ``steps_per_s``...).
+        records: one dict per task (the ``metrics.jsonl`` rows of ``bimu run``).
+        method: the trained method (``predict_proba``, ``state_dict``...).
+        learner: the active learner in active mode, else ``None``.
+        engine: ``"fused"`` or ``"torch"``.
+    """
+
+    accuracy: np.ndarray
+    summary: dict[str, Any]
+    records: list[dict[str, Any]]
+    method: Any
+    learner: Any = None
+    engine: str = "torch"
+
+
+def _is_array(a) -> bool:
+    return isinstance(a, (np.ndarray, torch.Tensor))
+
+
+def _numpy(a) -> np.ndarray:
+    return a.detach().cpu().numpy() if isinstance(a, torch.Tensor) else np.asarray(a)
+
+
+def _flat(x: np.ndarray, n: int) -> np.ndarray:
+    return x.reshape(n, -1) if x.ndim > 2 and n else x
+
+
+def _one_task(data, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(x [n, d], y [n])`` of one task given in any of the module's forms."""
+    if isinstance(data, tuple) and len(data) == 2 and _is_array(data[0]):
+        x, y = _numpy(data[0]), _numpy(data[1])
+        return _flat(x, len(x)), y
+    is_dataset = hasattr(data, "__getitem__") and hasattr(data, "__len__") and not isinstance(
+        data, (torch.utils.data.DataLoader, list, tuple, dict, str))
+    items = (data[i] for i in range(len(data))) if is_dataset else data
+    try:
+        iterator = iter(items)
+    except TypeError:
+        raise ValueError(f"{what}: expected (x, y) arrays, a Dataset, a DataLoader or an iterable of (x, y), "
+                         f"got {type(data).__name__}") from None
+    xs, ys = [], []
+    for i, item in enumerate(iterator):
+        if not (isinstance(item, (tuple, list)) and len(item) == 2):
+            raise ValueError(f"{what}: item {i} is not an (x, y) pair (got {type(item).__name__})")
+        x, y = torch.as_tensor(item[0]), torch.as_tensor(item[1])
+        if y.ndim == 0:  # one example
+            x, y = x.unsqueeze(0), y.reshape(1)
+        xs.append(x.reshape(len(y), -1))
+        ys.append(y)
+    if not xs:
+        raise ValueError(f"{what}: no examples")
+    return torch.cat(xs).numpy(), torch.cat(ys).numpy()
+
+
+def _tasks(data, what: str) -> list[tuple[np.ndarray, np.ndarray]]:
+    """One ``(x, y)`` per task."""
+    if isinstance(data, list):
+        if not data:
+            raise ValueError(f"{what}: an empty list of tasks")
+        return [_one_task(d, f"{what}[{i}]") for i, d in enumerate(data)]
+    return [_one_task(data, what)]
+
+
+def as_benchmark(train, test, *, task_train=None, task_test=None, x_ood=None, n_classes: int | None = None,
+                 name: str = "own") -> OwnBenchmark:
+    """The :class:`~bimu.data.own.OwnBenchmark` of ``train`` and ``test`` given in any of the module's
+    forms (as many test tasks as training tasks)."""
+    tr, te = _tasks(train, "train"), _tasks(test, "test")
+    if len(tr) != len(te):
+        raise ValueError(f"train has {len(tr)} tasks and test {len(te)}; give one test set per task")
+    if len(tr) > 1:
+        if task_train is not None or task_test is not None:
+            raise ValueError("task_train / task_test go with (x, y) arrays, not with a list of tasks")
+        task_train = np.concatenate([np.full(len(y), t, np.int64) for t, (_, y) in enumerate(tr)])
+        task_test = np.concatenate([np.full(len(y), t, np.int64) for t, (_, y) in enumerate(te)])
+    xtr, ytr = np.concatenate([x for x, _ in tr]), np.concatenate([y for _, y in tr])
+    xte, yte = np.concatenate([x for x, _ in te]), np.concatenate([y for _, y in te])
+    ood = None if x_ood is None else _one_task((x_ood, np.zeros(len(x_ood))), "x_ood")[0]
+    return own_benchmark(xtr, ytr, xte, yte, task_train=task_train, task_test=task_test, x_ood=ood,
+                         n_classes=n_classes, name=name)
+
+
+def fit_stream(train, test, method: str = "bimu", *, hidden: Sequence[int] = (100,), seed: int = 0,
+               preset: str = "auto", engine: str = "auto", task_train=None, task_test=None, x_ood=None,
+               n_classes: int | None = None, active: str | None = None, threshold: float | None = None,
+               budget: float | None = None, budget_exponent: float = 0.5, mc_samples: int = 10,
+               batch_size: int = 1, eval_all_every: int = 1, eval_samples: int | None = None,
+               threads: int = 1, progress: bool = False, **overrides) -> StreamResult:
+    """Train ``method`` online on your stream, task after task, and evaluate it; see the module docs.
+
+    ``hidden``: hidden widths (``[]``: a linear head). ``preset``: ``"auto"`` (the paper's Permuted-MNIST
+    preset for the width), ``"none"`` (the method's defaults) or a preset key; ``overrides``: method
+    hyperparameters by name (e.g. ``memory_window=700``). ``engine``: ``"auto"``, ``"fused"`` or
+    ``"torch"``. ``active``: an acquisition of :func:`bimu.active.make_acquisition` (``"vr"``,
+    ``"entropy"``, ``"random"``...) with ``threshold`` or ``budget``. ``eval_all_every``: evaluate
+    every seen task every K tasks (1: the full accuracy matrix). ``x_ood``: OOD inputs for the OOD
+    ROC-AUC of the uncertainty scores. The same arguments and seed give the same result.
+    """
+    config = RunConfig(benchmark="npz", method=method, hidden=tuple(hidden), seeds=(seed,), preset=preset,
+                       overrides=overrides, engine=engine, threads=threads, active=active, threshold=threshold,
+                       budget=budget, budget_exponent=budget_exponent, mc_samples=mc_samples,
+                       batch_size=batch_size, eval_all_every=eval_all_every, eval_samples=eval_samples).validate()
+    bench = as_benchmark(train, test, task_train=task_train, task_test=task_test, x_ood=x_ood, n_classes=n_classes)
+    _, hparams, _ = config.resolve_hparams()
+    sizes = [bench.n_features, *config.hidden_widths(), bench.n_classes]
+    model, used = make_method(config, sizes, seed, hparams)
+    learner = make_learner(model, config)
+    out = run_stream(bench, model, config.schedule, seed=seed, n_tasks=bench.n_tasks, learner=learner,
+                     progress=progress, batch_size=batch_size, eval_samples=eval_samples, ood=x_ood is not None)
+    return StreamResult(accuracy=out["R"], summary=out["summary"], records=out["records"], method=model,
+                        learner=learner, engine=used)
