@@ -22,9 +22,7 @@ from bimu.reproduce.entries import ENTRIES
 COMMAND_MODULES: tuple[str, ...] = (
     "bimu.active.cli",
     "bimu.edge.cli",
-    "bimu.engine.cli",
     "bimu.tune.cli",
-    "bimu.experiments.tables",
     "bimu.experiments.status",
     "bimu.experiments.evaluate",
 )
