@@ -127,6 +127,8 @@ class Options:
     stream_repeats: int = 1
     rows: tuple[str, ...] | None = None
     """Run only the rows with these slugs (``None``: all); the other rows' completed runs are reused."""
+    from_runs: bool = False
+    """Train nothing: build the table from the complete runs already under ``out`` (every seed found)."""
 
 
 @dataclasses.dataclass
@@ -154,6 +156,8 @@ class Entry:
     figures: Callable[..., list[Path]] | None = None
     repeatable_stream: bool = False
     """Whether ``--stream-repeats`` applies (the active-learning entries)."""
+    computed: bool = False
+    """Whether ``build`` trains nothing (a table computed directly, such as a formula's values)."""
 
 
 def row_dir(opts: Options, entry: str, row: Row) -> Path:
