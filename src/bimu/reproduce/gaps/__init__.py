@@ -9,8 +9,9 @@ the std of those runs), ours over ``n`` seeds (``s_ours`` their sample std, ``dd
 deviation of the difference of two independent means is
 ``sqrt(s_paper**2 / RUNS + s_ours**2 / n)``, and the gap is ``|mean_ours - m| / that``: a gap above 2
 says the two means differ by more than their own sampling noise allows. With one seed (no ``s_ours``)
-only the paper's term remains; a cell with neither std is not judged. The paper's OOD AUC std of
-Table 1 is taken as a std over its runs like the others.
+only the paper's term remains; a cell with neither std is not judged. The ± of the paper's
+Permuted-MNIST OOD AUC is, in its code, a spread over the tasks of one run; it is the only spread the
+paper gives for that column and is used like the others.
 
 The explanations are the markdown files of this folder (package data), one file per cause. A file
 opens with the cells it explains, one ``- ENTRY ROW QUANTITY`` line each (anything after is a
