@@ -88,7 +88,7 @@ def reproduce(name: str, opts: Options, log=None) -> tuple[Table, dict[str, Path
                          f"runs; {name!r} builds its own runs")
     benchmarks: list[str] = []
     figures: list[Path] = []
-    seeds = list(opts.seeds)
+    seeds = [0] if opts.from_runs else list(opts.seeds)  # a computed table has no seeds to find
     if entry.build is not None:
         rep = entry.build(opts, log)
         table, code, figures, benchmarks = rep.table, rep.code, list(rep.figures), list(rep.benchmarks)
