@@ -305,10 +305,14 @@ def _label(row) -> tuple[str, float | None]:
 
 def summarize(rows, tolerances=(0.01, 0.02)) -> dict:
     """Per setting: mean/std over seeds of each (rule, threshold), and the best matched-accuracy ratio
-    per rule and tolerance (lowest mean queried fraction with mean accuracy >= baseline - tolerance)."""
+    per rule and tolerance (lowest mean queried fraction with mean accuracy >= baseline - tolerance).
+    Each seed counts once (a job recorded twice, which runs deterministically, is one run); std is the
+    sample std (ddof=1; 0 with one seed)."""
     groups: dict = {}
     for r in rows:
-        groups.setdefault(setting_of(r), {}).setdefault(_label(r), []).append(r)
+        seeds = groups.setdefault(setting_of(r), {}).setdefault(_label(r), {})
+        seeds.setdefault(r["seed"], r)
+    groups = {s: {k: list(v.values()) for k, v in pts.items()} for s, pts in groups.items()}
     out = {}
     for setting, pts in groups.items():
         agg = []
@@ -317,7 +321,7 @@ def summarize(rows, tolerances=(0.01, 0.02)) -> dict:
             for k in ("accuracy", "rare_accuracy", "frequent_accuracy", "query_fraction", "first_quarter_share",
                       "last_quarter_share"):
                 v = np.array([float(r[k]) for r in rs])
-                d[k], d[k + "_std"] = float(v.mean()), float(v.std())
+                d[k], d[k + "_std"] = float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else 0.0
             d["updates"] = float(np.mean([r["labels_queried"] for r in rs]))
             agg.append(d)
         base = next((a for a in agg if a["rule"] == "all"), None)

@@ -112,3 +112,21 @@ def test_runs_file_torn_last_row_is_rerun_and_a_corrupt_middle_line_is_named(tmp
     path.write_text('{"key": "a"}\nnot json\n{"key": "c"}\n')
     with pytest.raises(ValueError, match=r"runs.jsonl: line 2 is not a JSON run record"):
         study.load_rows(tmp_path)
+
+
+def test_summary_is_mean_and_sample_std_with_each_seed_once():
+    job = {"strategy": "random", "threshold": 0.2, "bench": "objects-ti", "nf": 1024, "split": "test",
+           "preset": "p", "hp": {}}
+
+    def row(seed, acc):
+        return {"job": job, "seed": seed, "accuracy": acc, "rare_accuracy": acc, "frequent_accuracy": acc,
+                "query_fraction": 0.2, "first_quarter_share": 0.25, "last_quarter_share": 0.25,
+                "labels_queried": 10}
+
+    # seed 0 recorded twice (a job run twice): counted once; sample std of 0.30, 0.40 = 0.0707 (ddof=1)
+    [setting] = study.summarize([row(0, 0.30), row(0, 0.30), row(1, 0.40)]).values()
+    [p] = setting["points"]
+    assert p["n_seeds"] == 2 and p["seeds"] == [0, 1]
+    assert p["accuracy"] == pytest.approx(0.35) and p["accuracy_std"] == pytest.approx(0.0707107, abs=1e-6)
+    [p] = next(iter(study.summarize([row(3, 0.5)]).values()))["points"]
+    assert p["accuracy_std"] == 0.0  # one seed

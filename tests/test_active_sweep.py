@@ -157,3 +157,14 @@ def test_every_path_ends_every_task(monkeypatch, strategy, kw):
     monkeypatch.setattr(OnlineEWCMethod, "task_end", lambda self: ended.append(self.examples_seen) or real(self))
     run_stream(toy_benchmark(), "ewc-online", strategy, seed=0, engine="torch", **kw)
     assert ended == [60, 120]
+
+
+def test_aggregate_is_mean_and_sample_std_over_seeds():
+    from bimu.experiments.sweep import aggregate
+
+    rows = [{"score": "vr", "threshold": 0.4, "seed": s, "accuracy": a, "query_fraction": 0.1}
+            for s, a in ((0, 0.5), (1, 0.7), (2, 0.6))]
+    [d] = aggregate(rows)
+    # mean 0.6; sample std sqrt((0.01 + 0.01 + 0) / 2) = 0.1 (the population std would be 0.0816)
+    assert d["n_seeds"] == 3 and d["accuracy"] == pytest.approx(0.6) and d["accuracy_std"] == pytest.approx(0.1)
+    assert aggregate(rows[:1])[0]["accuracy_std"] == 0.0

@@ -200,21 +200,43 @@ def test_full_scale_gaps_beyond_two_sd_are_marked_and_explained(monkeypatch):
     opts = spec.Options(seeds=(0, 1), scale="full")
     entry = entries.ENTRIES["memory-window"]
     rows = entry.rows(opts)
-    # 95.0 ± 0.14 against N = 700's 90.29 ± 0.24: 4.71 / sqrt(0.24^2 + 0.1414^2) = 16.9 sd; AUC 0.99 against 0.99 ± 0.01: no gap
+    # 95.0 ± 0.1414 (2 seeds) against N = 700's 90.29 ± 0.24 (5 runs): 4.71 / sqrt(0.24^2 / 5 + 0.1414^2 / 2)
+    # = 4.71 / 0.1467 = 32.1 sd; AUC 0.99 against 0.99 ± 0.01: no gap
     table = runtable.run_table(entry, opts, rows, _fake_summaries(rows, [0.949, 0.951], [0.99, 0.99]))
     by = {r[0]: r for r in table.rows}
-    assert by["700"][1] == "95.00 ± 0.14 †" and by["700"][3] == "0.99 ± 0.00"
-    assert by["1 000"][1].endswith("†")  # 89.07 ± 0.28
-    marked = [n for n in table.notes if n.startswith("† 700,")]
-    assert marked == ["† 700, Mean acc. last 5 tasks (%): 95.00 ± 0.14 against the paper's 90.29 ± 0.24 "
-                      "(16.9 sd): not explained yet"]
-    monkeypatch.setitem(gaps.EXPLANATIONS, ("memory-window", "bimu-N700", "acc"), "cause: X, checked by Y")
+    assert by["700"][1] == "95.00 ± 0.14 †1" and by["700"][3] == "0.99 ± 0.00"
+    assert by["1 000"][1] == "95.00 ± 0.14 †1"  # every unexplained cell shares the cause "open"
+    [open_gap] = [g for g in table.gaps if g["cause"] == "open"]  # one cause for all unexplained cells
+    assert open_gap["mark"] == "†1" and open_gap["text"] == "not explained yet"
+    assert ("700, Mean acc. last 5 tasks (%): 95.00 ± 0.14 against the paper's 90.29 ± 0.24 (32.1 sd)"
+            in open_gap["cells"])
+    monkeypatch.setitem(gaps.EXPLANATIONS, ("memory-window", "bimu-N700", "acc"), ("x", "cause: X, checked by Y"))
+    monkeypatch.setitem(gaps.EXPLANATIONS, ("memory-window", "bimu-N1000", "acc"), ("x", "cause: X, checked by Y"))
     table = runtable.run_table(entry, opts, rows, _fake_summaries(rows, [0.949, 0.951], [0.99, 0.99]))
-    assert any(n.startswith("† 700,") and n.endswith("(16.9 sd): cause: X, checked by Y") for n in table.notes)
-    # within two sd: nothing marked (N = 700: 90.5 ± 0.14 against 90.29 ± 0.24 is 0.8 sd)
+    by = {r[0]: r for r in table.rows}
+    assert by["400"][1].endswith("†1") and by["700"][1].endswith("†2") and by["1 000"][1].endswith("†2")
+    x = [g for g in table.gaps if g["cause"] == "x"]
+    assert len(x) == 1 and len(x[0]["cells"]) == 2  # one cause, written once, naming both cells
+    md = table.markdown()
+    assert md.count("cause: X, checked by Y") == 1 and '<a id="gap-x"></a>' in md
+    # within two sd: nothing marked (N = 700: 90.5 ± 0.14 against 90.29 ± 0.24 is 0.21 / 0.1467 = 1.4 sd)
     table = runtable.run_table(entry, opts, rows, _fake_summaries(rows, [0.904, 0.906], [0.99, 0.99]))
     by = {r[0]: r for r in table.rows}
-    assert by["700"][1] == "90.50 ± 0.14" and not any(n.startswith("† 700,") for n in table.notes)
+    assert by["700"][1] == "90.50 ± 0.14" and not any("700," in c for g in table.gaps for c in g["cells"])
+
+
+def test_the_gap_rule_is_the_sd_of_the_difference_of_the_two_means():
+    from bimu.reproduce.gaps import gap_sd
+
+    # ours 93.63, 93.71 (mean 93.67, sample sd 0.0566, n = 2); paper 94.67 ± 0.11 over 5 runs:
+    # 1.00 / sqrt(0.11^2 / 5 + 0.0566^2 / 2) = 1.00 / sqrt(0.00242 + 0.0016) = 15.77 sd
+    assert round(gap_sd([93.63, 93.71], (94.67, 0.11)), 2) == 15.77
+    # ours 89.48 ± 0.46 (n = 2) against 90.27 ± 0.32: 0.79 / sqrt(0.32^2 / 5 + 0.46^2 / 2) = 2.2 (flagged),
+    # where sqrt(0.32^2 + 0.46^2) = 0.56 would give 1.4
+    ours = [89.48 - 0.46 / 2 ** 0.5, 89.48 + 0.46 / 2 ** 0.5]
+    assert round(gap_sd(ours, (90.27, 0.32)), 1) == 2.2
+    # one seed: only the paper's term, 1.0 / (0.5 / sqrt(5)) = 4.47; paper_runs=1 gives 2.0
+    assert round(gap_sd([91.0], (90.0, 0.5)), 2) == 4.47 and gap_sd([91.0], (90.0, 0.5), paper_runs=1) == 2.0
 
 
 def test_quick_scale_and_stand_in_rows_are_not_judged():
@@ -286,9 +308,9 @@ def test_dry_run_estimates_from_the_median_of_the_started_runs(tmp_path):
 def test_a_printed_zero_std_is_half_a_unit_of_its_last_digit():
     from bimu.reproduce.gaps import gap_sd, parse_reported
 
-    # our 0.992 and 0.994 against the paper's "0.99 ± 0.00": 0.003 / sqrt(0.005^2 + 0.00141^2) = 0.58 sd, not 2.1
+    # our 0.992 and 0.994 against the paper's "0.99 ± 0.00": 0.003 / sqrt(0.005^2 / 5 + 0.00141^2 / 2) = 1.22 sd
     assert parse_reported("0.99 ± 0.00") == (0.99, 0.005)
-    assert round(gap_sd([0.992, 0.994], parse_reported("0.99 ± 0.00")), 2) == 0.58
+    assert round(gap_sd([0.992, 0.994], parse_reported("0.99 ± 0.00")), 2) == 1.22
     assert parse_reported("139.47") == (139.47, None)  # no std printed: nothing assumed
 
 
@@ -298,9 +320,10 @@ def test_every_recorded_gap_explanation_names_a_real_cell():
 
     full = spec.Options(seeds=(0, 1), scale="full")
     assert gaps.EXPLANATIONS
-    for (name, slug, quantity), text in gaps.EXPLANATIONS.items():
+    for (name, slug, quantity), (cause, text) in gaps.EXPLANATIONS.items():
         entry = entries.ENTRIES[name]
         assert entry.rows is not None, name
         assert slug in {r.slug for r in entry.rows(full)}, (name, slug)
         assert quantity in entry.quantities, (name, slug, quantity)
         assert text.startswith(("cause", "open", "partly")), (name, slug, quantity)
+        assert (gaps.resources.files(gaps) / f"{cause}.md").is_file()

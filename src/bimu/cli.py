@@ -217,6 +217,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     from bimu.report import report
     from bimu.report.plots import group_matrices, plot_accuracy_matrix, plot_accuracy_per_task
 
+    if args.check:
+        if args.dirs or args.results_page:
+            return _err("--check PAGE takes no DIR and no --results-page")
+        return check_results_page(args.check)
+    if not args.dirs:
+        return _err("report: give run directories DIR... (or --check PAGE)")
     if args.results_page:
         from bimu.reproduce.results_page import write_results_page
 
@@ -243,6 +249,27 @@ def cmd_report(args: argparse.Namespace) -> int:
         return _err(f"cannot write the plots {plot}, {heatmap}: {e}")
     print(f"\nplot: {plot}" + (f"\naccuracy matrix: {heatmap}" if matrices else ""))
     return 0
+
+
+def check_results_page(page: str) -> int:
+    """``bimu report --check PAGE``: 0 when every number on the page is what its run files give; 1
+    listing each difference and the commands that regenerate the page; 2 for a page that cannot be read."""
+    from bimu.reproduce.check import PageCheckError, check_page
+
+    try:
+        problems, commands = check_page(page)
+    except (PageCheckError, OSError) as e:
+        return _err(str(e))
+    if not problems:
+        print(f"{page}: every number agrees with the run files")
+        return 0
+    print(f"{page}: {len(problems)} difference{'s' if len(problems) != 1 else ''} from the run files:")
+    for p in problems:
+        print(f"  {p}")
+    print("regenerate with:")
+    for c in dict.fromkeys(commands):
+        print(f"  {c}")
+    return 1
 
 
 # ------------------------------------------------------------------------------- data
@@ -341,7 +368,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Find seed directories under DIR... and print mean ± std over seeds of last-5 "
                                    "accuracy, OOD AUCs, MMRR, BWT, first-task accuracy and steps/s, beside the "
                                    "paper's Table 1; write a plot of accuracy per task and heatmaps of the accuracy matrices.")
-    p.add_argument("dirs", nargs="+", metavar="DIR", help="run directories or folders holding them")
+    p.add_argument("dirs", nargs="*", metavar="DIR", help="run directories or folders holding them")
     p.add_argument("--plot", default=None, help="PNG path (default DIR/accuracy_per_task.png)")
     p.add_argument("--matrix-plot", default=None,
                    help="PNG path of the accuracy-matrix heatmaps, one per method (default: accuracy_matrix.png "
@@ -351,6 +378,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="instead: write the results page PAGE (e.g. docs/results.md) from the bimu reproduce "
                         "output folders DIR... (their NAME.json manifests: command, seeds, scale, real or "
                         "stand-in data for every table)")
+    p.add_argument("--check", default=None, metavar="PAGE",
+                   help="instead: recompute every number of the results page PAGE from the run files its "
+                        "sections' commands name (training nothing) and exit 1 listing each cell that differs "
+                        "or has no runs, with the commands that regenerate the page")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("demo", help="a few-minute BiMU run on real MNIST (fetches MNIST if needed)",

@@ -46,6 +46,9 @@ def cells(row: Row) -> dict[str, str]:
     return {k: cell(v, DIGITS.get(k, 2)) for k, v in row.items()}
 
 
+RUNS = 5
+"""Runs behind each of the paper's "mean ± std" (every table caption: "Mean ± std over 5 runs")."""
+
 # ------------------------------------------------------------------------------------ methods
 METHOD_ORDER = ("bimu", "bayesbinn", "synaptic-metaplasticity", "ste", "mesu", "ewc-online", "si", "sgd")
 """The methods of Table 1, in the paper's order (registered names)."""

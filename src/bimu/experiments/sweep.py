@@ -240,7 +240,7 @@ def _key(r):
 
 
 def aggregate(rows: Sequence[Mapping]) -> list[dict]:
-    """Mean and std over seeds of each (score, threshold)."""
+    """Mean and sample std (ddof=1; 0 with one seed) over seeds of each (score, threshold)."""
     groups: dict = {}
     for r in rows:
         groups.setdefault(_key(r), []).append(r)
@@ -252,7 +252,7 @@ def aggregate(rows: Sequence[Mapping]) -> list[dict]:
             vals = [float(r[k]) for r in rs if k in r]
             if vals:
                 d[k] = float(np.mean(vals))
-                d[k + "_std"] = float(np.std(vals))
+                d[k + "_std"] = float(np.std(vals, ddof=1)) if len(vals) > 1 else 0.0
         out.append(d)
     return out
 

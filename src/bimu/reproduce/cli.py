@@ -41,6 +41,9 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true", default=None,
                         help="run tables: list each run (row, seed) with its state, tasks done and the time "
                              "left estimated from started runs; train nothing, write nothing")
+    parser.add_argument("--from-runs", action="store_true", default=None,
+                        help="run tables: train nothing; write the table and manifest from the complete runs "
+                             "already under OUT (every seed found; rows without runs are left out and named)")
     parser.add_argument("--stream-repeats", type=int, default=None, metavar="R",
                         help="active-learning entries: stream each task's training data R times, each copy in "
                              "its own order (default 1; animals-ti x 4 has the paper's Animals stream length)")
@@ -59,7 +62,8 @@ def cli(name: str, args: argparse.Namespace, extra: Sequence[str]) -> int:
     are."""
     ns = options_parser().parse_args(list(extra), namespace=argparse.Namespace(**{
         k: getattr(args, k, None) for k in ("seeds", "scale", "out", "engine", "data_dir", "threads", "jobs",
-                                            "scheduler", "benchmark", "stream_repeats", "rows", "dry_run")}))
+                                            "scheduler", "benchmark", "stream_repeats", "rows", "dry_run",
+                                            "from_runs")}))
     scale = ns.scale or "full"
     n = ns.seeds if ns.seeds is not None else (5 if scale == "full" else 1)
     try:
@@ -69,7 +73,8 @@ def cli(name: str, args: argparse.Namespace, extra: Sequence[str]) -> int:
                        data_dir=ns.data_dir, threads=ns.threads or 1,
                        jobs=default_jobs() if ns.jobs is None else ns.jobs, benchmark=ns.benchmark,
                        stream_repeats=1 if ns.stream_repeats is None else ns.stream_repeats,
-                       rows=None if ns.rows is None else tuple(ns.rows), scheduler=ns.scheduler)
+                       rows=None if ns.rows is None else tuple(ns.rows), scheduler=ns.scheduler,
+                       from_runs=bool(ns.from_runs))
         if ns.dry_run:
             print(format_plan(name, plan(name, opts)))
             return 0

@@ -59,7 +59,7 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in (
           repeatable_stream=True),
     Entry("query-dynamics", "Temporal distribution of VR updates", build=al.build_query_dynamics,
           repeatable_stream=True),
-    Entry("learning-rate-map", "BiMU learning-rate colour map", build=learning_rate_map),
+    Entry("learning-rate-map", "BiMU learning-rate colour map", build=learning_rate_map, computed=True),
 )}
 """``bimu reproduce NAME`` -> its entry, in the order ``bimu reproduce --help`` lists them."""
 
@@ -76,7 +76,7 @@ def reproduce(name: str, opts: Options, log=None) -> tuple[Table, dict[str, Path
     ``OUT/NAME.json`` read by the results page); returns ``(table, paths, exit code)``."""
     from bimu.experiments.parallel import check_jobs
     from bimu.reproduce.results_page import write_manifest
-    from bimu.reproduce.runtable import run_rows, run_table
+    from bimu.reproduce.runtable import run_rows, run_table, table_from_runs
 
     entry = entry_of(name)
     if opts.scale not in SCALES:
@@ -91,13 +91,22 @@ def reproduce(name: str, opts: Options, log=None) -> tuple[Table, dict[str, Path
     if opts.stream_repeats != 1 and not entry.repeatable_stream:
         raise ValueError(f"--stream-repeats applies to the active-learning entries "
                          f"({', '.join(sorted(e for e in ENTRIES if ENTRIES[e].repeatable_stream))}), not {name!r}")
+    if opts.from_runs and entry.build is not None and not entry.computed:
+        raise ValueError(f"--from-runs builds the run tables ({', '.join(from_runs_entries())}) from their "
+                         f"runs; {name!r} builds its own runs")
     benchmarks: list[str] = []
     figures: list[Path] = []
+    seeds = [0] if opts.from_runs else list(opts.seeds)  # a computed table has no seeds to find
     if entry.build is not None:
         rep = entry.build(opts, log)
         table, code, figures, benchmarks = rep.table, rep.code, list(rep.figures), list(rep.benchmarks)
     elif entry.rows is None:
         table, code = memory_footprint_report(opts, entry.title), 0
+    elif opts.from_runs:  # figures need checkpoints, which committed runs do not keep
+        table, rows, summaries = table_from_runs(entry, opts)
+        code = 0
+        benchmarks = sorted({r.config.benchmark for r in rows if r.config is not None})
+        seeds = sorted({int(s["seed"]) for summ in summaries.values() for s in summ})
     else:
         rows, summaries, code = run_rows(entry, opts, log=log)
         table = run_table(entry, opts, rows, summaries)
@@ -107,5 +116,10 @@ def reproduce(name: str, opts: Options, log=None) -> tuple[Table, dict[str, Path
     paths = table.write(opts.out, name)
     for f in figures:
         paths[Path(f).stem] = Path(f)
-    paths["manifest"] = write_manifest(opts, entry, table, paths, benchmarks, code)
+    paths["manifest"] = write_manifest(opts, entry, table, paths, benchmarks, code, seeds=seeds)
     return table, paths, code
+
+
+def from_runs_entries() -> list[str]:
+    """The entries ``--from-runs`` applies to: the run tables and the computed ones."""
+    return [n for n, e in ENTRIES.items() if e.build is None or e.computed]

@@ -29,7 +29,6 @@ MANIFEST_FORMAT = 1
 STUDIES = (
     "`docs/active-learning.md` (active learning on the stand-ins: objects-ti updates saved at matched accuracy, "
     "animals-ti over 5 seeds, and animals-ti at the paper's stream length)",
-    "`results/pmnist-10task/report.md` (the eight methods on 10-task Permuted MNIST)",
     "`docs/performance.md` (engine speed)",
 )
 """Pointers the results page gives to studies that are not ``bimu reproduce`` tables."""
@@ -37,6 +36,8 @@ STUDIES = (
 
 def reproduce_command(name: str, opts) -> str:
     """The ``bimu reproduce`` command line that regenerates (or reuses) this report."""
+    if getattr(opts, "from_runs", False):
+        return " ".join(["bimu", "reproduce", name, "--scale", opts.scale, "--out", str(opts.out), "--from-runs"])
     parts = ["bimu", "reproduce", name, "--scale", opts.scale, "--seeds", str(len(opts.seeds)), "--out",
              str(opts.out)]
     if getattr(opts, "benchmark", None):
@@ -50,8 +51,10 @@ def reproduce_command(name: str, opts) -> str:
     return " ".join(parts)
 
 
-def write_manifest(opts, entry, table, paths: dict, benchmarks: Sequence[str], code: int) -> Path:
-    """Write ``OUT/NAME.json`` (atomically) describing one reproduction; returns its path."""
+def write_manifest(opts, entry, table, paths: dict, benchmarks: Sequence[str], code: int,
+                   seeds: Sequence[int] | None = None) -> Path:
+    """Write ``OUT/NAME.json`` (atomically) describing one reproduction (``seeds``: the seeds its
+    table shows, default ``opts.seeds``); returns its path."""
     from bimu.atomic import atomic_write_text
     from bimu.reproduce.spec import data_status
     from bimu.rundir import dumps, git_commit
@@ -59,12 +62,12 @@ def write_manifest(opts, entry, table, paths: dict, benchmarks: Sequence[str], c
     out = Path(opts.out)
     manifest = {
         "format": MANIFEST_FORMAT, "name": entry.name, "title": table.title, "scale": opts.scale,
-        "seeds": list(opts.seeds), "command": reproduce_command(entry.name, opts),
+        "seeds": list(opts.seeds if seeds is None else seeds), "command": reproduce_command(entry.name, opts),
         "data": [{"benchmark": b, "status": data_status(b)} for b in benchmarks],
         "files": {k: os.path.relpath(p, out) for k, p in paths.items()},
         "exit_code": int(code), "written": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "git_commit": git_commit(Path(__file__).parent),
-        "table": {"header": table.header, "rows": table.rows, "notes": table.notes},
+        "table": {"header": table.header, "rows": table.rows, "notes": table.notes, "gaps": table.gaps},
     }
     path = out / f"{entry.name}.json"
     atomic_write_text(path, dumps(manifest))
@@ -96,8 +99,12 @@ def _md_table(header, rows) -> list[str]:
             + ["| " + " | ".join(str(c) for c in r) + " |" for r in rows])
 
 
-def render_section(folder: Path, m: dict, page_dir: Path) -> list[str]:
-    """The markdown of one reproduction: provenance lines, the table, its notes and figures."""
+def render_section(folder: Path, m: dict, page_dir: Path, written: dict[str, str] | None = None) -> list[str]:
+    """The markdown of one reproduction: provenance lines, the table, its notes, its marked gaps and
+    figures. ``written`` (cause -> section) is shared by a page's sections so that each gap's cause is
+    written once on the page and referred to elsewhere (:func:`~bimu.reproduce.table.gap_lines`)."""
+    from bimu.reproduce.table import gap_lines
+
     scale = m["scale"] + (" (smoke test: not comparable with the paper)" if m["scale"] == "quick" else
                           " (the paper's protocol)")
     data = "; ".join(f"{d['benchmark']} ({d['status']})" for d in m.get("data", [])) or "none (computed)"
@@ -112,8 +119,9 @@ def render_section(folder: Path, m: dict, page_dir: Path) -> list[str]:
              + ("" if m.get("exit_code", 0) == 0 else f"; EXIT CODE {m['exit_code']} (some runs failed)"),
              ""]
     lines += _md_table(m["table"]["header"], m["table"]["rows"])
-    if m["table"].get("notes"):
-        lines += [""] + [f"- {n}" for n in m["table"]["notes"]]
+    notes = list(m["table"].get("notes", [])) + gap_lines(m["table"].get("gaps", []), written, m["name"])
+    if notes:
+        lines += [""] + [f"- {n}" for n in notes]
     figs = [f for k, f in m.get("files", {}).items() if str(f).endswith(".png")]
     for f in figs:
         rel = os.path.relpath(folder / f, page_dir)
@@ -150,8 +158,9 @@ def render_page(found: Sequence[tuple[Path, dict]], page_dir: str | os.PathLike 
         anchor += f"-{n}" if n else ""  # GitHub numbers repeated headings
         lines.append(f"| [{m['name']}](#{anchor}) | {m['scale']} | {len(m.get('seeds', []))} | {data} |")
     lines.append("")
+    written: dict[str, str] = {}
     for folder, m in found:
-        lines += render_section(folder, m, page_dir)
+        lines += render_section(folder, m, page_dir, written)
     return "\n".join(lines)
 
 

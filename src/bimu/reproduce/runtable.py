@@ -9,10 +9,12 @@ quantity's mean ± std over seeds beside the paper's number, marking gaps beyond
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
 from bimu.experiments.config import RunConfig
+from bimu.reproduce.gaps import GAP_SD
 from bimu.reproduce.spec import (QUANTITIES, Entry, Options, Row, data_status, is_standin, row_dir, rows_note,
                                  selected_rows)
 from bimu.reproduce.table import Table
@@ -50,6 +52,39 @@ def run_rows(entry: Entry, opts: Options, log=None) -> tuple[list[Row], dict[str
     return rows, summaries, max(codes.values(), default=0)
 
 
+def seeds_on_disk(cfg: RunConfig) -> tuple[int, ...]:
+    """The seeds that have a run directory under ``cfg.out`` (for ``cfg``'s benchmark and method)."""
+    from bimu.rundir import seed_dir
+
+    folder = seed_dir(cfg.out, cfg.benchmark, cfg.method, 0).parent
+    if not folder.is_dir():
+        return ()
+    return tuple(sorted(int(p.name[5:]) for p in folder.glob("seed-*") if p.name[5:].isdigit()))
+
+
+def table_from_runs(entry: Entry, opts: Options) -> tuple[Table, list[Row], dict[str, list[dict]]]:
+    """The table of a run-table ``entry`` from the complete runs already under ``opts.out``, training
+    nothing: each row with every complete seed found on disk (whatever ``opts.seeds``), rows without
+    complete runs left out and named in a note. Returns ``(table, rows shown, summaries by slug)``."""
+    rows, summaries, missing = [], {}, []
+    for row in entry.rows(opts):
+        if row.config is None:
+            continue
+        cfg = row.config.replace(out=str(row_dir(opts, entry.name, row)))
+        seeds = seeds_on_disk(cfg)
+        summ = read_summaries(cfg.replace(seeds=list(seeds))) if seeds else []
+        if summ:
+            rows.append(row)
+            summaries[row.slug] = summ
+        else:
+            missing.append(" ".join(row.labels))
+    table = run_table(entry, dataclasses.replace(opts, rows=None), rows, summaries)
+    if missing:
+        table.notes.insert(0, f"not shown, no complete runs under {Path(opts.out) / 'runs' / opts.scale}: "
+                              + "; ".join(missing))
+    return table, rows, summaries
+
+
 def read_summaries(cfg: RunConfig) -> list[dict]:
     """The complete seeds' ``summary.json`` of ``cfg`` (its accuracy matrix under ``_R``), seed order."""
     from bimu.rundir import SUMMARY, RunDir, seed_dir
@@ -65,15 +100,18 @@ def read_summaries(cfg: RunConfig) -> list[dict]:
 
 
 def run_table(entry: Entry, opts: Options, rows: Sequence[Row], summaries: dict[str, list[dict]]) -> Table:
-    """The table of ``entry``: label cells, then for each quantity mean ± std over seeds and the paper's."""
-    from bimu.reproduce.gaps import GAP_SD, explanation, gap_sd, parse_reported
+    """The table of ``entry``: label cells, then for each quantity mean ± std over seeds and the paper's.
+    A cell beyond :data:`~bimu.reproduce.gaps.GAP_SD` is marked ``†N``, N numbering its cause in this
+    table; :attr:`Table.gaps` gives each cause once with the cells it explains."""
+    from bimu.reproduce.gaps import RULE, explanation, gap_sd, parse_reported
     from bimu.report.tables import fmt_pm
 
     header = list(entry.label_headers)
     for q in entry.quantities:
         header += [QUANTITIES[q][0], "Paper"]
     header.append("Seeds")
-    out_rows, notes, gap_notes = [], [], []
+    out_rows, notes = [], []
+    causes: dict[str, dict] = {}
     for row in rows:
         cells = list(row.labels)
         summ = summaries.get(row.slug, [])
@@ -90,9 +128,12 @@ def run_table(entry: Entry, opts: Options, rows: Sequence[Row], summaries: dict[
                 paper = parse_reported(row.paper.get(q, "-"))
                 gap = gap_sd([v * scale for v in values if isinstance(v, (int, float))], paper) if judged and paper else None
                 if gap is not None and gap > GAP_SD:
-                    gap_notes.append(f"† {' '.join(row.labels)}, {name}: {cell} against the paper's "
-                                     f"{row.paper[q]} ({gap:.1f} sd): {explanation(entry.name, row.slug, q)}")
-                    cell += " †"
+                    cause, text = explanation(entry.name, row.slug, q)
+                    g = causes.setdefault(cause, {"mark": f"†{len(causes) + 1}", "cause": cause, "cells": [],
+                                                  "text": text})
+                    g["cells"].append(f"{', '.join(row.labels)}, {name}: {cell} against the paper's "
+                                      f"{row.paper[q]} ({gap:.1f} sd)")
+                    cell += f" {g['mark']}"
                 cells.append(cell)
             cells.append(row.paper.get(q, "-"))
         cells.append("n/a" if row.config is None else (",".join(str(s.get("seed")) for s in summ) or "-"))
@@ -107,10 +148,6 @@ def run_table(entry: Entry, opts: Options, rows: Sequence[Row], summaries: dict[
         notes.append("quick scale: 2 tasks on a few hundred examples; numbers are a smoke test, "
                      "not comparable with the paper's")
     notes += rows_note(opts, [r.slug for r in rows if r.config is not None])
-    if gap_notes:
-        notes.append(f"† more than {GAP_SD:g} standard deviations from the paper (sd of the difference of "
-                     "the means, from the paper's ± and our seeds'):")
-        notes += gap_notes
     benches = {r.config.benchmark for r in rows if r.config is not None}
     ood = "Fashion-MNIST" if benches <= {"pmnist"} else "the held-out OOD class" if "pmnist" not in benches \
         else "Fashion-MNIST (Permuted MNIST) or the held-out OOD class (feature benchmarks)"
@@ -118,8 +155,19 @@ def run_table(entry: Entry, opts: Options, rows: Sequence[Row], summaries: dict[
                  f"(sample std); OOD AUC is the epistemic score vs {ood} "
                  "(aleatoric for deterministic methods); MMRR (one number, as in the "
                  "paper) is computed from the seed-averaged accuracy matrices")
+    if causes:
+        notes.append(f"†N: {RULE}; N numbers the cause, written once below")
     title = entry.title + "".join(f" [stand-in: {b}]" for b in standins)
-    return Table(title + ("" if opts.scale == "full" else " [quick]"), header, out_rows, notes)
+    return Table(title + ("" if opts.scale == "full" else " [quick]"), header, out_rows, notes,
+                 gaps=with_passages(list(causes.values())))
+
+
+def with_passages(gaps: list[dict]) -> list[dict]:
+    """``gaps`` followed by the shared passages their texts refer to (each once, no cells)."""
+    from bimu.reproduce.gaps import passage, passage_ids
+
+    names = list(dict.fromkeys(p for g in gaps for p in passage_ids(g["text"])))
+    return gaps + [{"mark": "", "cause": p, "cells": [], "text": passage(p)} for p in names]
 
 
 def seed_averaged_mmrr(summaries: Sequence[dict]) -> str:

@@ -130,6 +130,8 @@ class Options:
     scheduler: str | None = None
     """A Dask scheduler address: every (row, seed) run is a task of that cluster, whose workers all see
     ``out`` (:mod:`bimu.experiments.distributed`); ``None``: ``jobs`` processes on this machine."""
+    from_runs: bool = False
+    """Train nothing: build the table from the complete runs already under ``out`` (every seed found)."""
 
 
 @dataclasses.dataclass
@@ -157,6 +159,8 @@ class Entry:
     figures: Callable[..., list[Path]] | None = None
     repeatable_stream: bool = False
     """Whether ``--stream-repeats`` applies (the active-learning entries)."""
+    computed: bool = False
+    """Whether ``build`` trains nothing (a table computed directly, such as a formula's values)."""
 
 
 def row_dir(opts: Options, entry: str, row: Row) -> Path:
