@@ -147,3 +147,28 @@ def test_tune_storage_that_is_a_directory(tmp_path, capsys):
                      "--out", str(tmp_path / "t")])
     assert code == 2
     _one_line_error(capsys, [f"bimu: error: {folder}: Is a directory"])
+
+
+@pytest.mark.parametrize("command", ["export", "evaluate"])
+def test_a_full_disk_is_one_line_and_leaves_no_partial_file(runs, tmp_path, capsys, command):
+    """A write that the file system refuses part-way (a file-size limit of 64 bytes: the kernel fails the
+    write as it does on a full disk): exit 2, one line naming the error, no output file and no
+    temporary file left behind."""
+    import resource
+    import signal
+
+    out = tmp_path / "out"
+    out.mkdir()
+    args = (["export", str(runs / "seed-0"), "--out", str(out)] if command == "export" else
+            ["evaluate", str(runs / "seed-0"), "--no-ood", "--json", str(out / "eval.json")])
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails (EFBIG) instead of killing us
+    resource.setrlimit(resource.RLIMIT_FSIZE, (64, hard))
+    try:
+        code = cli.main(args)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, previous)
+    assert code == 2
+    _one_line_error(capsys, ["File too large"])
+    assert list(out.iterdir()) == []
