@@ -15,6 +15,8 @@ pytest.importorskip("distributed")
 
 from dask_cluster import LoopbackCluster  # noqa: E402
 
+from bimu.process import Owner  # noqa: E402
+
 DATA = os.environ.get("BIMU_DATA_DIR", "")
 needs_mnist = pytest.mark.skipif(not (Path(DATA) / "mnist").is_dir(), reason="needs MNIST under $BIMU_DATA_DIR")
 RUN = ["run", "pmnist", "--method", "bimu", "--hidden", "16", "--train-limit", "200", "--test-limit", "100",
@@ -69,8 +71,8 @@ def test_a_killed_worker_run_resumes_on_a_worker_with_the_same_numbers(cluster, 
         for seed in (0, 1):
             d = out / "pmnist-bimu" / f"seed-{seed}"
             try:
-                pid = int((d / ".lock").read_text())
-            except (OSError, ValueError):
+                pid = Owner.parse((d / ".lock").read_text()).pid  # the lock names its owner
+            except (OSError, AttributeError):  # no lock yet, or one being written
                 continue
             if (d / "checkpoint.pt").is_file() and not (d / "summary.json").is_file():
                 os.kill(pid, signal.SIGKILL)  # the dask worker process running this seed, mid-run

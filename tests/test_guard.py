@@ -72,7 +72,7 @@ def test_a_stream_stops_at_the_diverging_task_and_keeps_the_last_good_checkpoint
     x = rng.normal(size=(10, SIZES[0])).astype(np.float32)
     y = rng.integers(0, SIZES[-1], 10)
     bench = ArrayBenchmark("toy", [(x, y), (x / np.abs(x).max() * np.float32(HUGE), y)], [(x, y), (x, y)])
-    method = create_method("bimu", SIZES, seed=0)
+    method = create_method("bimu", SIZES, seed=0, engine="torch")
     rd = RunDir(tmp_path / "run")
     with pytest.raises(DivergenceError, match=r"method 'bimu' diverged during task 2: model.layers.0.lam became non-finite"):
         run_stream(bench, method, seed=0, n_tasks=2, run_dir=rd, ood=False)

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_version_has_one_source():
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert "version" not in meta["project"] and "version" in meta["project"]["dynamic"]
-    assert meta["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "bimu.__version__"}
+    assert meta["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "bimu._version.__version__"}
     assert importlib.metadata.version("bimu") == bimu.__version__
     assert not re.search(r"^version:", (ROOT / "CITATION.cff").read_text(), re.M)
 

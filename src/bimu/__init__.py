@@ -23,7 +23,7 @@ lowest layer first (a module imports only its own layer and lower ones; ``tests/
 - :func:`bimu.fit_stream` - any method on your own stream (docs/own-data.md).
 """
 
-__version__ = "0.1.0"
+from bimu._version import __version__
 
 __all__ = ["__version__", "fit_stream"]
 

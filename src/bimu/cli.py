@@ -346,7 +346,7 @@ def build_parser() -> argparse.ArgumentParser:
                "  bimu report runs\n"
                "Run 'bimu COMMAND --help' for each command's options.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    from bimu import __version__
+    from bimu._version import __version__
 
     parser.add_argument("--version", action="version", version=f"bimu {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -433,7 +433,7 @@ def build_parser() -> argparse.ArgumentParser:
                               "  bimu reproduce openloris-al --scale quick --jobs 2 --out repro\n"
                               "  bimu report --results-page docs/results.md repro",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    from bimu.reproduce.cli import add_options as add_reproduce_options
+    from bimu.reproduce.options import add_options as add_reproduce_options
 
     add_reproduce_options(r)
     r.add_argument("name", choices=sorted(REPRODUCTIONS), help="what to reproduce")

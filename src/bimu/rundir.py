@@ -136,9 +136,9 @@ def environment_info(seed: int, extra: Mapping[str, Any] | None = None) -> dict[
     """Versions, platform, seed, commit: what ``environment.json`` records."""
     import torch
 
-    import bimu
+    from bimu._version import __version__
 
-    versions = {"python": sys.version.split()[0], "bimu": bimu.__version__, "torch": torch.__version__,
+    versions = {"python": sys.version.split()[0], "bimu": __version__, "torch": torch.__version__,
                 "numpy": np.__version__}
     for mod in ("numba", "matplotlib", "tqdm"):
         try:

@@ -151,7 +151,7 @@ def check_run_dir(rd: RunDir, resolved: Mapping[str, Any], hparams: Mapping[str,
     this run writes; ``declared``: the method's hyperparameter declarations)."""
     if rd.exists(CONFIG):
         old = rd.read_json(CONFIG)
-        check_same_data_file(rd.path, old, resolved.get("data_file"))
+        check_same_data_file(rd.path, old, resolved.get("resolved", {}).get("data_file"))
         # preset and overrides are compared through the resolved hyperparameters
         skip = ("resolved", "preset", "overrides", *_non_semantic())
         old_sem = {k: v for k, v in old.items() if k not in skip}

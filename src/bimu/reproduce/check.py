@@ -54,7 +54,7 @@ def split_sections(text: str) -> tuple[list[str], list[tuple[str, list[str]]]]:
 def section_options(command: str, page: Path) -> tuple[str, Options, Path]:
     """``(entry name, options with out as written, the out folder found on disk)`` of a section's
     ``bimu reproduce`` command; PageCheckError for a command that is not one."""
-    from bimu.reproduce.cli import options_parser
+    from bimu.reproduce.options import options_parser
 
     words = shlex.split(command)
     if words[:2] != ["bimu", "reproduce"] or len(words) < 3 or words[2] not in ENTRIES:

@@ -11,49 +11,8 @@ from collections.abc import Sequence
 
 from bimu.reproduce.entries import reproduce
 from bimu.reproduce.plan import format_plan, plan
-from bimu.reproduce.spec import SCALES, Options, seeds_of
-
-
-def add_options(parser: argparse.ArgumentParser) -> None:
-    """The options of ``bimu reproduce NAME`` (for the entries of :data:`~bimu.reproduce.entries.ENTRIES`)."""
-    parser.add_argument("--seeds", type=int, default=None,
-                        help="number of seeds: runs seeds 0..N-1 (default 5 at full scale, 1 at quick)")
-    parser.add_argument("--scale", choices=SCALES, default="full",
-                        help="full: the paper's protocol; quick: a tiny smoke test (default full)")
-    parser.add_argument("--out", default=None, help="output folder for runs and tables (default ./reproduce)")
-    parser.add_argument("--engine", choices=("auto", "torch", "fused"), default="auto", help="engine (default auto)")
-    parser.add_argument("--data-dir", default=None, help="data directory (default $BIMU_DATA_DIR, then the user cache)")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads per run (default 1)")
-    parser.add_argument("--jobs", type=int, default=None,
-                        help="independent runs (seeds, configurations) side by side in separate processes "
-                             "(default: the number of cores)")
-    parser.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                        help="send every run to the Dask scheduler at ADDRESS (tcp://HOST:PORT) instead of "
-                             "--jobs processes here; --out must be a folder every worker sees at the same path "
-                             "(docs/distributed.md)")
-    parser.add_argument("--benchmark", default=None,
-                        help="feature-benchmark entries (openloris, standardisation, *-al, vr-samples, "
-                             "budget-controller, query-dynamics): run on this benchmark instead of the "
-                             "offline stand-in, e.g. openloris when its data are present")
-    parser.add_argument("--rows", nargs="+", default=None, metavar="SLUG",
-                        help="run only these rows of the table (their folder names under OUT/runs/SCALE/NAME, "
-                             "e.g. bimu); the other rows' completed runs are still shown")
-    parser.add_argument("--dry-run", action="store_true", default=None,
-                        help="run tables: list each run (row, seed) with its state, tasks done and the time "
-                             "left estimated from started runs; train nothing, write nothing")
-    parser.add_argument("--from-runs", action="store_true", default=None,
-                        help="run tables: train nothing; write the table and manifest from the complete runs "
-                             "already under OUT (every seed found; rows without runs are left out and named)")
-    parser.add_argument("--stream-repeats", type=int, default=None, metavar="R",
-                        help="active-learning entries: stream each task's training data R times, each copy in "
-                             "its own order (default 1; animals-ti x 4 has the paper's Animals stream length)")
-
-
-def options_parser() -> argparse.ArgumentParser:
-    """A parser of just the reproduce options (for options given after NAME)."""
-    p = argparse.ArgumentParser(prog="bimu reproduce NAME", add_help=False)
-    add_options(p)
-    return p
+from bimu.reproduce.options import options_parser
+from bimu.reproduce.spec import Options, seeds_of
 
 
 def cli(name: str, args: argparse.Namespace, extra: Sequence[str]) -> int:
