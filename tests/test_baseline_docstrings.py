@@ -8,7 +8,7 @@ import pytest
 MODULES = [
     "bimu.nn.gaussian", "bimu.nn.sign_linear", "bimu.nn.real_mlp",
     "bimu.optim.bayesbinn", "bimu.optim.mesu", "bimu.optim.metaplastic_adam", "bimu.optim._checks",
-    "bimu.regularizers", "bimu.regularizers.ewc", "bimu.regularizers.si",
+    "bimu.regularizers", "bimu.regularizers.quadratic", "bimu.regularizers.ewc", "bimu.regularizers.si",
     "bimu.methods.bayesbinn", "bimu.methods.synaptic_metaplasticity", "bimu.methods.ste", "bimu.methods.mesu",
     "bimu.methods.ewc_online", "bimu.methods.si", "bimu.methods.sgd", "bimu.methods.footprint",
 ]

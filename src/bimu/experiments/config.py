@@ -113,7 +113,7 @@ class RunConfig:
         preset: ``"auto"``, ``"none"`` or a method preset key.
         overrides: method hyperparameters, name -> value (strings are coerced by the method's types).
         batch_size: examples per update (1 in every paper run).
-        eval_*: the :class:`~bimu.experiments.schedule.EvalSchedule`.
+        eval_*: the :class:`~bimu.experiments.schedule.EvalSchedule` (same defaults).
         eval_batch_size: examples per ``predict_samples`` call in evaluation.
         eval_samples: MC samples for evaluation (``None``: the method's default).
         ood, ood_every, ood_scores: OOD ROC-AUC every ``ood_every`` tasks (0: only after the last).
@@ -139,14 +139,14 @@ class RunConfig:
     preset: str = "auto"
     overrides: dict[str, Any] = dataclasses.field(default_factory=dict)
     batch_size: int = 1
-    eval_all_every: int = 0
-    eval_sample_every: int = 0
-    eval_sample_size: int = 10
-    eval_last: int = 0
-    eval_last_every: int = 1
-    eval_final: str = "auto"
-    eval_final_last: int = 5
-    eval_final_all_max: int = 100
+    eval_all_every: int = EvalSchedule.all_every
+    eval_sample_every: int = EvalSchedule.sample_every
+    eval_sample_size: int = EvalSchedule.sample_size
+    eval_last: int = EvalSchedule.last_m
+    eval_last_every: int = EvalSchedule.last_every
+    eval_final: str = EvalSchedule.final
+    eval_final_last: int = EvalSchedule.final_last
+    eval_final_all_max: int = EvalSchedule.final_all_max
     eval_batch_size: int = 1000
     eval_samples: int | None = None
     ood: bool = True

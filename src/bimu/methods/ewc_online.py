@@ -8,9 +8,10 @@ gradient is computed separately. Needs task boundaries.
 
 >>> import torch
 >>> m = OnlineEWCMethod([4, 3], seed=0)
->>> m.learn(torch.randn(1, 4), torch.tensor([1])); m.task_end()
->>> bool(m.regularizer.fisher[0].abs().sum() > 0)
-True
+>>> m.learn(torch.randn(2, 4), torch.tensor([1, 0])); m.regularizer.n_accumulated   # one per example
+2
+>>> m.task_end(); bool(m.regularizer.fisher[0].abs().sum() > 0), m.regularizer.penalty(m.params).item()
+(True, 0.0)
 """
 
 from __future__ import annotations
@@ -20,26 +21,17 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from bimu.methods.base import Hyperparameter, MethodInfo, hyperparameter_table, non_negative, positive
-from bimu.methods.sgd import DETERMINISTIC_SCORES, SGDMethod
-from bimu.paper import METHOD_FULL_NAMES
+from bimu.methods.base import Hyperparameter, hyperparameter_table, non_negative
+from bimu.methods.sgd import PenalisedSGDMethod, learning_rate, real_mlp_info
 from bimu.regularizers.ewc import OnlineEWC
 
 
-class OnlineEWCMethod(SGDMethod):
+class OnlineEWCMethod(PenalisedSGDMethod):
     """Online elastic weight consolidation (empirical Fisher accumulated online)."""
 
-    info = MethodInfo(
-        name="ewc-online",
-        paper_name=METHOD_FULL_NAMES["ewc-online"],
-        network="real-relu-mlp",
-        needs_task_boundaries=True,
-        uncertainty_scores=DETERMINISTIC_SCORES,
-        binary_weights=False,
-        bayesian=False,
-    )
+    info = real_mlp_info("ewc-online", needs_task_boundaries=True)
     hyperparameters = hyperparameter_table(
-        positive("lr", float, 0.003, "SGD learning rate"),
+        learning_rate(0.003),
         non_negative("importance", float, 4.1, "EWC lambda: scale of the penalty importance/2 sum F d^2"),
         Hyperparameter("downweighting", float, 0.7, "gamma: F <- gamma F + F_task at each task end",
                        check=lambda v: 0.0 <= v <= 1.0, requirement="in [0, 1]"),
@@ -54,9 +46,8 @@ class OnlineEWCMethod(SGDMethod):
         "openloris-1024": dict(lr=0.005, importance=0.028, downweighting=0.6),
     }
 
-    def _build_regularizer(self) -> None:
-        self.regularizer = OnlineEWC(self.params, importance=self.hparams["importance"],
-                                     gamma=self.hparams["downweighting"])
+    penalty_class = OnlineEWC
+    penalty_arguments = {"importance": "importance", "gamma": "downweighting"}
 
     def _observe(self, x: torch.Tensor, y: torch.Tensor, data_grads: Sequence[torch.Tensor]) -> None:
         """Accumulate each example's squared data gradient into the task's Fisher sum."""

@@ -3,6 +3,7 @@
 Loss: cross-entropy averaged over the batch (batch size 1 in every paper run, where sum and mean
 agree). One update per :meth:`SGDMethod.learn` call: ``theta <- theta - lr * dL/dtheta``, no momentum.
 Deterministic: :meth:`~bimu.methods.base.OnlineMethod.predict_samples` returns one sample.
+:class:`PenalisedSGDMethod` adds a quadratic penalty of :mod:`bimu.regularizers` (Online EWC, SI).
 
 >>> import torch
 >>> m = SGDMethod([4, 8, 3], seed=0)
@@ -15,14 +16,15 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
 
-from bimu.methods.base import MethodInfo, OnlineMethod, hyperparameter_table, positive, tensor_bytes
+from bimu.methods.base import Hyperparameter, MethodInfo, OnlineMethod, hyperparameter_table, positive, tensor_bytes
 from bimu.nn.real_mlp import RealMLP
 from bimu.paper import METHOD_FULL_NAMES
+from bimu.regularizers.quadratic import QuadraticPenalty
 
 DETERMINISTIC_SCORES = ("predictive_entropy", "aleatoric")
 """Scores a deterministic network can give: with one sample, predictive entropy = aleatoric."""
@@ -33,19 +35,27 @@ PRESET_KEYS = ("pmnist-100", "pmnist-2000", "openloris-1024", "openloris-8192", 
 """Benchmark keys of :attr:`~bimu.methods.base.OnlineMethod.presets` (docs/contracts.md)."""
 
 
+def real_mlp_info(name: str, needs_task_boundaries: bool) -> MethodInfo:
+    """The :class:`~bimu.methods.base.MethodInfo` of a deterministic method on the real-valued ReLU MLP.
+
+    >>> real_mlp_info("si", needs_task_boundaries=True).paper_name
+    'Synaptic Intelligence'
+    """
+    return MethodInfo(name=name, paper_name=METHOD_FULL_NAMES[name], network="real-relu-mlp",
+                      needs_task_boundaries=needs_task_boundaries, uncertainty_scores=DETERMINISTIC_SCORES,
+                      binary_weights=False, bayesian=False)
+
+
+def learning_rate(default: float) -> Hyperparameter:
+    """The SGD learning rate ``lr`` (> 0) with the method's default."""
+    return positive("lr", float, default, "SGD learning rate")
+
+
 class SGDMethod(OnlineMethod):
     """Stochastic gradient descent on a ReLU MLP (no continual-learning mechanism)."""
 
-    info = MethodInfo(
-        name="sgd",
-        paper_name=METHOD_FULL_NAMES["sgd"],
-        network="real-relu-mlp",
-        needs_task_boundaries=False,
-        uncertainty_scores=DETERMINISTIC_SCORES,
-        binary_weights=False,
-        bayesian=False,
-    )
-    hyperparameters = hyperparameter_table(positive("lr", float, 9e-4, "SGD learning rate"))
+    info = real_mlp_info("sgd", needs_task_boundaries=False)
+    hyperparameters = hyperparameter_table(learning_rate(9e-4))
     presets = {
         # Appendix tables "Hyperparameter configurations" (PMNIST 100 / 2000 neurons, OpenLORIS).
         "pmnist-100": dict(lr=9e-4),
@@ -121,3 +131,21 @@ class SGDMethod(OnlineMethod):
         """Parameters, plus the penalty's persistent tensors."""
         extra = self.regularizer.tensors() if self.regularizer is not None else []
         return tensor_bytes(self.params) + tensor_bytes(extra)
+
+
+class PenalisedSGDMethod(SGDMethod):
+    """SGD plus a quadratic penalty that anchors the parameters at the last task end.
+
+    A subclass names the penalty class (:attr:`penalty_class`) and which hyperparameter gives each of
+    its constructor arguments (:attr:`penalty_arguments`), and feeds the penalty through the
+    :meth:`SGDMethod._observe` / :meth:`SGDMethod._after_step` hooks.
+    """
+
+    penalty_class: ClassVar[type[QuadraticPenalty]]
+    """The penalty built over :attr:`SGDMethod.params`."""
+    penalty_arguments: ClassVar[dict[str, str]]
+    """Keyword argument of :attr:`penalty_class` -> the hyperparameter that gives its value."""
+
+    def _build_regularizer(self) -> None:
+        kwargs = {arg: self.hparams[name] for arg, name in self.penalty_arguments.items()}
+        self.regularizer = self.penalty_class(self.params, **kwargs)

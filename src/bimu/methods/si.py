@@ -7,9 +7,11 @@ boundaries. ``omega_relu`` reproduces the reference run's ReLU on the importance
 
 >>> import torch
 >>> m = SynapticIntelligenceMethod([4, 3], seed=0)
->>> m.learn(torch.randn(1, 4), torch.tensor([1])); m.task_end()
->>> bool(m.regularizer.omega[0].abs().sum() > 0)
+>>> m.learn(torch.randn(1, 4), torch.tensor([1]))
+>>> bool(m.regularizer.path_integral[0].sum() > 0)   # first step: -g * (-lr g) >= 0
 True
+>>> m.task_end(); m.regularizer.tasks_seen, bool(m.regularizer.path_integral[0].abs().sum() == 0)
+(1, True)
 """
 
 from __future__ import annotations
@@ -18,26 +20,17 @@ from collections.abc import Sequence
 
 import torch
 
-from bimu.methods.base import Hyperparameter, MethodInfo, hyperparameter_table, non_negative, positive
-from bimu.methods.sgd import DETERMINISTIC_SCORES, SGDMethod
-from bimu.paper import METHOD_FULL_NAMES
+from bimu.methods.base import Hyperparameter, hyperparameter_table, non_negative, positive
+from bimu.methods.sgd import PenalisedSGDMethod, learning_rate, real_mlp_info
 from bimu.regularizers.si import SynapticIntelligence
 
 
-class SynapticIntelligenceMethod(SGDMethod):
+class SynapticIntelligenceMethod(PenalisedSGDMethod):
     """Synaptic Intelligence: online path-integral importance, quadratic penalty."""
 
-    info = MethodInfo(
-        name="si",
-        paper_name=METHOD_FULL_NAMES["si"],
-        network="real-relu-mlp",
-        needs_task_boundaries=True,
-        uncertainty_scores=DETERMINISTIC_SCORES,
-        binary_weights=False,
-        bayesian=False,
-    )
+    info = real_mlp_info("si", needs_task_boundaries=True)
     hyperparameters = hyperparameter_table(
-        positive("lr", float, 0.003, "SGD learning rate"),
+        learning_rate(0.003),
         non_negative("coefficient", float, 1e-4, "c: scale of the penalty c sum Omega d^2"),
         positive("damping", float, 1.0, "xi: damping of Omega += omega / (Delta^2 + xi)"),
         Hyperparameter("omega_relu", bool, False,
@@ -53,10 +46,8 @@ class SynapticIntelligenceMethod(SGDMethod):
         "openloris-1024": dict(lr=0.006, coefficient=0.003, damping=0.13),
     }
 
-    def _build_regularizer(self) -> None:
-        self.regularizer = SynapticIntelligence(self.params, coefficient=self.hparams["coefficient"],
-                                                damping=self.hparams["damping"],
-                                                omega_relu=self.hparams["omega_relu"])
+    penalty_class = SynapticIntelligence
+    penalty_arguments = {"coefficient": "coefficient", "damping": "damping", "omega_relu": "omega_relu"}
 
     def _after_step(self, data_grads: Sequence[torch.Tensor], deltas: Sequence[torch.Tensor]) -> None:
         """Integrate ``-g * Delta theta`` along the trajectory."""

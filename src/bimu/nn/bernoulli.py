@@ -37,13 +37,11 @@ torch.Size([5, 4, 2])
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import nn
 from torch.utils.weak import WeakTensorKeyDictionary
 
-from bimu.nn.real_mlp import fill_uniform_
+from bimu.nn.real_mlp import check_features, fill_fan_in_uniform_
 
 SAMPLING_MODES = ("relaxed", "hard", "mode", "mean")
 
@@ -117,22 +115,16 @@ class BernoulliLinear(nn.Module):
 
     def __init__(self, in_features: int, out_features: int, temperature: float = 1.0):
         super().__init__()
-        if int(in_features) <= 0 or int(out_features) <= 0:
-            raise ValueError(
-                f"in_features and out_features must be positive, got {in_features}, {out_features}"
-            )
+        self.in_features, self.out_features = check_features(in_features, out_features)
         if not temperature > 0:
             raise ValueError(f"temperature must be > 0, got {temperature}")
-        self.in_features = int(in_features)
-        self.out_features = int(out_features)
         self.temperature = float(temperature)
         self.lam = nn.Parameter(torch.empty(self.out_features, self.in_features))
         self.reset_parameters()
 
     def reset_parameters(self, generator: torch.Generator | None = None) -> None:
         """Re-draw ``lam ~ U(-1/sqrt(in), 1/sqrt(in))``."""
-        bound = 1.0 / math.sqrt(self.in_features)
-        fill_uniform_(self.lam, bound, generator)
+        fill_fan_in_uniform_(self.lam, generator)
 
     def _uniforms(self, n_samples, generator, uniforms):
         shape = (n_samples, self.out_features, self.in_features)

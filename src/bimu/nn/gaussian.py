@@ -29,7 +29,7 @@ from torch import nn
 from torch.utils.weak import WeakTensorKeyDictionary
 
 from bimu.nn.activations import check_activation, hidden_activation
-from bimu.nn.real_mlp import check_sizes, fill_uniform_
+from bimu.nn.real_mlp import check_features, check_sizes, fill_uniform_
 
 GAUSSIAN_MODES = ("sample", "mean")
 
@@ -82,14 +82,11 @@ class GaussianLinear(nn.Module):
     def __init__(self, in_features: int, out_features: int, mu_init_scale: float = 4.0,
                  sigma_init_scale: float = 1.0):
         super().__init__()
-        if int(in_features) <= 0 or int(out_features) <= 0:
-            raise ValueError(f"in_features and out_features must be positive, got {in_features}, {out_features}")
+        self.in_features, self.out_features = check_features(in_features, out_features)
         if not mu_init_scale >= 0:
             raise ValueError(f"mu_init_scale must be >= 0, got {mu_init_scale}")
         if not sigma_init_scale > 0:
             raise ValueError(f"sigma_init_scale must be > 0, got {sigma_init_scale}")
-        self.in_features = int(in_features)
-        self.out_features = int(out_features)
         self.mu_init_scale = float(mu_init_scale)
         self.sigma_init_scale = float(sigma_init_scale)
         self.mu_weight = nn.Parameter(torch.empty(self.out_features, self.in_features))

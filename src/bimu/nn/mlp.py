@@ -22,6 +22,7 @@ from torch import nn
 
 from bimu.nn.activations import check_activation, hidden_activation
 from bimu.nn.bernoulli import BernoulliLinear
+from bimu.nn.real_mlp import check_sizes
 
 ACTIVATIONS = ("rbg", "sign")
 
@@ -55,9 +56,7 @@ class BinaryBayesianMLP(nn.Module):
         gate_width: float = 1.0,
     ):
         super().__init__()
-        sizes = [int(s) for s in sizes]
-        if len(sizes) < 2 or any(s <= 0 for s in sizes):
-            raise ValueError(f"sizes must list at least two positive widths, got {sizes}")
+        sizes = check_sizes(sizes)
         check_activation(activation, ACTIVATIONS)
         if not gate_width > 0:
             raise ValueError(f"gate_width must be > 0, got {gate_width}")

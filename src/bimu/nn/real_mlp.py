@@ -38,6 +38,19 @@ def check_sizes(sizes: Sequence[int]) -> list[int]:
     return sizes
 
 
+def check_features(in_features: int, out_features: int) -> tuple[int, int]:
+    """Validate a layer's widths (both positive) and return them as ints.
+
+    >>> check_features(0, 3)
+    Traceback (most recent call last):
+    ...
+    ValueError: in_features and out_features must be positive, got 0, 3
+    """
+    if int(in_features) <= 0 or int(out_features) <= 0:
+        raise ValueError(f"in_features and out_features must be positive, got {in_features}, {out_features}")
+    return int(in_features), int(out_features)
+
+
 @torch.no_grad()
 def fill_uniform_(t: torch.Tensor, bound: float, generator: torch.Generator | None = None) -> torch.Tensor:
     """Fill ``t`` with ``U(-bound, bound)`` drawn from ``generator``, on the generator's device when it
@@ -50,6 +63,11 @@ def fill_uniform_(t: torch.Tensor, bound: float, generator: torch.Generator | No
         return t.uniform_(-bound, bound, generator=generator)
     drawn = torch.empty(t.shape, dtype=t.dtype, device=generator.device).uniform_(-bound, bound, generator=generator)
     return t.copy_(drawn)
+
+
+def fill_fan_in_uniform_(weight: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Fill an ``[out, in]`` weight with ``U(-1/sqrt(in), 1/sqrt(in))`` (see :func:`fill_uniform_`)."""
+    return fill_uniform_(weight, 1.0 / math.sqrt(weight.shape[-1]), generator)
 
 
 class RealMLP(nn.Module):

@@ -20,14 +20,13 @@ Synaptic Metaplasticity (Laborieux et al. 2021).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import torch
 from torch import nn
 
 from bimu.nn.activations import check_activation, hidden_activation
-from bimu.nn.real_mlp import check_sizes, fill_uniform_
+from bimu.nn.real_mlp import check_features, check_sizes, fill_fan_in_uniform_
 
 
 class _SignIdentityFunction(torch.autograd.Function):
@@ -54,17 +53,13 @@ class SignLinear(nn.Module):
 
     def __init__(self, in_features: int, out_features: int):
         super().__init__()
-        if int(in_features) <= 0 or int(out_features) <= 0:
-            raise ValueError(f"in_features and out_features must be positive, got {in_features}, {out_features}")
-        self.in_features = int(in_features)
-        self.out_features = int(out_features)
+        self.in_features, self.out_features = check_features(in_features, out_features)
         self.weight = nn.Parameter(torch.empty(self.out_features, self.in_features))
         self.reset_parameters()
 
     def reset_parameters(self, generator: torch.Generator | None = None) -> None:
         """Draw ``W_h ~ U(-1/sqrt(in), 1/sqrt(in))`` from ``generator``."""
-        bound = 1.0 / math.sqrt(self.in_features)
-        fill_uniform_(self.weight, bound, generator)
+        fill_fan_in_uniform_(self.weight, generator)
 
     def binary_weight(self) -> torch.Tensor:
         """``W_b = sign(W_h)`` (identity straight-through gradient)."""

@@ -29,16 +29,19 @@ parameter-sized tensor during a task, which the memory accounting includes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import torch
 
 from bimu.optim._checks import check_number
+from bimu.regularizers.quadratic import QuadraticPenalty
 
 
-class OnlineEWC:
+class OnlineEWC(QuadraticPenalty):
     """Online elastic weight consolidation as a penalty with accumulate / task-end hooks.
+
+    The importance is ``fisher``, the running sum of the task's squared gradients
+    ``fisher_accumulator`` (over ``n_accumulated`` examples).
 
     Args:
         params: the parameters to protect (their order fixes the order of every list here).
@@ -46,35 +49,18 @@ class OnlineEWC:
         gamma: down-weighting of the old Fisher at each task end, in [0, 1].
     """
 
+    importance_key, running_key = "fisher", "fisher_accumulator"
+    counter_keys = ("n_accumulated", "tasks_seen")
+
     def __init__(self, params: Sequence[torch.Tensor], importance: float, gamma: float):
         self.importance = check_number("importance", importance, low=0)
         self.gamma = check_number("gamma", gamma, low=0, high=1)
-        params = list(params)
-        if not params:
-            raise ValueError("params must not be empty")
-        self.fisher = [torch.zeros_like(p, memory_format=torch.contiguous_format).detach() for p in params]
-        self.anchor = [p.detach().clone(memory_format=torch.contiguous_format) for p in params]
-        self.fisher_accumulator = [torch.zeros_like(f) for f in self.fisher]
-        self.n_accumulated = 0
-        self.tasks_seen = 0
+        super().__init__(params)
 
-    def _check(self, tensors: Sequence[torch.Tensor], what: str) -> list[torch.Tensor]:
-        tensors = list(tensors)
-        if len(tensors) != len(self.fisher) or any(t.shape != f.shape for t, f in zip(tensors, self.fisher)):
-            raise ValueError(f"{what} must match the protected parameters' shapes")
-        return tensors
-
-    def penalty(self, params: Sequence[torch.Tensor]) -> torch.Tensor:
-        """``importance / 2 * sum F (theta - theta*)^2`` (differentiable in ``params``)."""
-        params = self._check(params, "params")
-        total = sum(((p - a).pow(2) * f).sum() for p, a, f in zip(params, self.anchor, self.fisher))
-        return 0.5 * self.importance * total
-
-    @torch.no_grad()
-    def penalty_gradient(self, params: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        """``dR/dtheta = importance * F (theta - theta*)``."""
-        params = self._check(params, "params")
-        return [self.importance * f * (p - a) for p, a, f in zip(params, self.anchor, self.fisher)]
+    @property
+    def penalty_scale(self) -> float:
+        """``importance / 2``: the penalty is ``importance / 2 * sum F (theta - theta*)^2``."""
+        return 0.5 * self.importance
 
     @torch.no_grad()
     def accumulate(self, example_grads: Sequence[torch.Tensor]) -> None:
@@ -95,28 +81,3 @@ class OnlineEWC:
             a.copy_(p)
         self.n_accumulated = 0
         self.tasks_seen += 1
-
-    def tensors(self) -> list[torch.Tensor]:
-        """Every persistent tensor (Fisher, anchor, running accumulator), for memory accounting."""
-        return [*self.fisher, *self.anchor, *self.fisher_accumulator]
-
-    def to(self, device: torch.device | str):
-        """Move every persistent tensor to ``device``; returns ``self``."""
-        for key in ("fisher", "anchor", "fisher_accumulator"):
-            setattr(self, key, [t.to(device) for t in getattr(self, key)])
-        return self
-
-    def state_dict(self) -> dict[str, Any]:
-        """Copies of the Fisher, anchor and accumulator, and the counters."""
-        return {"fisher": [t.clone() for t in self.fisher], "anchor": [t.clone() for t in self.anchor],
-                "fisher_accumulator": [t.clone() for t in self.fisher_accumulator],
-                "n_accumulated": self.n_accumulated, "tasks_seen": self.tasks_seen}
-
-    @torch.no_grad()
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Inverse of :meth:`state_dict`."""
-        for key in ("fisher", "anchor", "fisher_accumulator"):
-            for dst, src in zip(getattr(self, key), self._check(state[key], key)):
-                dst.copy_(src)
-        self.n_accumulated = int(state["n_accumulated"])
-        self.tasks_seen = int(state["tasks_seen"])

@@ -26,16 +26,19 @@ paper's reference run did (a compatibility option, not in Zenke et al.).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import torch
 
 from bimu.optim._checks import check_number
+from bimu.regularizers.quadratic import QuadraticPenalty
 
 
-class SynapticIntelligence:
+class SynapticIntelligence(QuadraticPenalty):
     """Synaptic Intelligence as a penalty with path-integral / task-end hooks.
+
+    The importance is ``omega`` (``Omega``), the running path integral ``path_integral``
+    (``omega`` of the equations above).
 
     Args:
         params: the parameters to protect.
@@ -44,34 +47,18 @@ class SynapticIntelligence:
         omega_relu: clip each task's importance increment at 0 (reference-run compatibility).
     """
 
+    importance_key, running_key = "omega", "path_integral"
+
     def __init__(self, params: Sequence[torch.Tensor], coefficient: float, damping: float, omega_relu: bool = False):
         self.coefficient = check_number("coefficient", coefficient, low=0)
         self.damping = check_number("damping", damping, low=0, low_inclusive=False)
         self.omega_relu = bool(omega_relu)
-        params = list(params)
-        if not params:
-            raise ValueError("params must not be empty")
-        self.omega = [torch.zeros_like(p, memory_format=torch.contiguous_format).detach() for p in params]
-        self.anchor = [p.detach().clone(memory_format=torch.contiguous_format) for p in params]
-        self.path_integral = [torch.zeros_like(o) for o in self.omega]
-        self.tasks_seen = 0
+        super().__init__(params)
 
-    def _check(self, tensors: Sequence[torch.Tensor], what: str) -> list[torch.Tensor]:
-        tensors = list(tensors)
-        if len(tensors) != len(self.omega) or any(t.shape != o.shape for t, o in zip(tensors, self.omega)):
-            raise ValueError(f"{what} must match the protected parameters' shapes")
-        return tensors
-
-    def penalty(self, params: Sequence[torch.Tensor]) -> torch.Tensor:
-        """``c * sum Omega (theta - theta*)^2`` (differentiable in ``params``)."""
-        params = self._check(params, "params")
-        return self.coefficient * sum(((p - a).pow(2) * o).sum() for p, a, o in zip(params, self.anchor, self.omega))
-
-    @torch.no_grad()
-    def penalty_gradient(self, params: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        """``dR/dtheta = 2 c Omega (theta - theta*)``."""
-        params = self._check(params, "params")
-        return [2.0 * self.coefficient * o * (p - a) for p, a, o in zip(params, self.anchor, self.omega)]
+    @property
+    def penalty_scale(self) -> float:
+        """``c``: the penalty is ``c * sum Omega (theta - theta*)^2``."""
+        return self.coefficient
 
     @torch.no_grad()
     def accumulate(self, data_grads: Sequence[torch.Tensor], deltas: Sequence[torch.Tensor]) -> None:
@@ -91,26 +78,3 @@ class SynapticIntelligence:
             w.zero_()
             a.copy_(p)
         self.tasks_seen += 1
-
-    def tensors(self) -> list[torch.Tensor]:
-        """Every persistent tensor (Omega, anchor, running path integral), for memory accounting."""
-        return [*self.omega, *self.anchor, *self.path_integral]
-
-    def to(self, device: torch.device | str):
-        """Move every persistent tensor to ``device``; returns ``self``."""
-        for key in ("omega", "anchor", "path_integral"):
-            setattr(self, key, [t.to(device) for t in getattr(self, key)])
-        return self
-
-    def state_dict(self) -> dict[str, Any]:
-        """Copies of Omega, the anchor and the path integral, and the task counter."""
-        return {"omega": [t.clone() for t in self.omega], "anchor": [t.clone() for t in self.anchor],
-                "path_integral": [t.clone() for t in self.path_integral], "tasks_seen": self.tasks_seen}
-
-    @torch.no_grad()
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Inverse of :meth:`state_dict`."""
-        for key in ("omega", "anchor", "path_integral"):
-            for dst, src in zip(getattr(self, key), self._check(state[key], key)):
-                dst.copy_(src)
-        self.tasks_seen = int(state["tasks_seen"])
