@@ -36,3 +36,15 @@ def test_typed_marker_is_shipped():
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert (Path(bimu.__file__).parent / "py.typed").is_file()
     assert "py.typed" in meta["tool"]["setuptools"]["package-data"]["bimu"]
+
+
+def test_readme_and_ci_install_every_extra():
+    extras = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+    assert {"tracking", "river"} <= extras
+    readme = (ROOT / "README.md").read_text()
+    setup = readme.split("## Set up", 1)[1].split("\n## ", 1)[0]
+    commands = re.findall(r"```bash\n(.*?)```", setup, re.S)
+    assert len(commands) == 2  # one installs and runs the demo, one runs the tests
+    for text in (commands[0], (ROOT / ".ci" / "run").read_text()):
+        installed = re.search(r'pip install (?:-q )?-e "\.\[([a-z,]+)\]"', text)
+        assert installed and set(installed.group(1).split(",")) == extras, text

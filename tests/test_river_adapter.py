@@ -1,20 +1,38 @@
-"""bimu methods through river's classifier protocol (:class:`bimu.methods.RiverClassifier`)."""
+"""bimu methods through river's classifier protocol (:class:`bimu.methods.RiverClassifier`); river's own
+evaluation and active-learning code where river is installed."""
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
 import pytest
 import torch
 
 from bimu.methods import RiverClassifier, create_method
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
 
 
 def model(**kw):
     return RiverClassifier(create_method("sgd", [3, 2], seed=0, engine="torch"), **kw)
 
 
+def blobs(n, seed=0):
+    """A learnable stream: three classes, Gaussian blobs around (2, 0), (-1, 2), (-1, -2), as dicts."""
+    rng = np.random.default_rng(seed)
+    centres = np.array([[2.0, 0.0], [-1.0, 2.0], [-1.0, -2.0]])
+    y = rng.integers(0, 3, n)
+    x = centres[y] + 0.5 * rng.normal(size=(n, 2))
+    return [({"u": float(a), "v": float(b)}, int(c)) for (a, b), c in zip(x, y)]
+
+
 def test_one_example_updates_the_method_like_learn():
     m, ref = model(), create_method("sgd", [3, 2], seed=0, engine="torch")
     m.learn_one({"c": 3.0, "a": 1.0, "b": 2.0}, 1)
     ref.learn(torch.tensor([[1.0, 2.0, 3.0]]), torch.tensor([1]))  # features in sorted key order
-    assert m.features == ["a", "b", "c"] and m.method.updates_applied == 1
+    assert m.feature_order == ["a", "b", "c"] and m.features is None and m.method.updates_applied == 1
     x = torch.tensor([[0.5, -1.0, 2.0]])
     p = m.predict_proba_one({"a": 0.5, "b": -1.0, "c": 2.0})
     assert list(p) == [0, 1] and torch.allclose(torch.tensor([p[0], p[1]]), ref.predict_proba(x)[0])
@@ -33,11 +51,67 @@ def test_bad_labels_features_and_classes_are_named():
         m.predict_one({"x": 1, "y": 2, "w": 3})
 
 
-def test_progressive_validation_with_river():
-    river = pytest.importorskip("river", reason="river is not installed here")
-    from river import datasets, evaluate, metrics  # noqa: F401
+def test_clone_has_the_parameters_and_none_of_the_learning():
+    m = RiverClassifier(create_method("bimu", [2, 8, 3], seed=3, preset="pmnist-100", engine="torch"), n_samples=4)
+    stream = blobs(60)
+    for x, y in stream:
+        m.learn_one(x, y)
+    c = m.clone()
+    assert c.method is not m.method and c.method.updates_applied == 0 and c.feature_order is None
+    assert (c.classes, c.features, c.n_samples) == ([0, 1, 2], None, 4)
+    assert c.clone({"n_samples": 7}).n_samples == 7
+    assert m.clone(include_attributes=True).feature_order == ["u", "v"]
+    for x, y in stream:  # same seed, same stream: the clone learns exactly what the original learned
+        c.learn_one(x, y)
+    probe = {"u": 0.3, "v": -0.2}
+    assert c.predict_proba_one(probe) == m.predict_proba_one(probe)
+    assert m.method.updates_applied == 60  # cloning left the original alone
 
-    stream = [({"a": float(i % 5), "b": float(-(i % 5))}, int(i % 5 > 2)) for i in range(300)]
-    m = RiverClassifier(create_method("bimu", [2, 8, 2], seed=0, preset="pmnist-100", engine="torch"))
-    result = evaluate.progressive_val_score(stream, m, metrics.Accuracy())
-    assert result.get() > 0.7
+
+def test_a_river_classifier_for_rivers_metrics_and_clone():
+    river = pytest.importorskip("river", reason="river is not installed here")
+    m = model(classes=["a", "b"])
+    assert isinstance(m, river.base.Classifier)
+    assert set(m._get_params()) == {"method", "classes", "features", "n_samples"}
+    assert isinstance(m.clone(), RiverClassifier)
+
+
+def test_progressive_validation_with_river_learns_above_chance():
+    pytest.importorskip("river", reason="river is not installed here")
+    from river import evaluate, metrics
+
+    m = RiverClassifier(create_method("bimu", [2, 8, 3], seed=0, preset="pmnist-100", engine="torch"))
+    result = evaluate.progressive_val_score(blobs(300), m, metrics.Accuracy())
+    assert result.get() > 0.6  # chance is about 1/3 (0.75 here, early mistakes included)
+    assert m.method.examples_seen == 300
+
+
+def test_river_active_sampler_asks_for_fewer_labels_than_the_stream():
+    pytest.importorskip("river", reason="river is not installed here")
+    from river import active, evaluate, metrics
+
+    base = RiverClassifier(create_method("bimu", [2, 8, 3], seed=0, preset="pmnist-100", engine="torch"))
+    sampler = active.EntropySampler(base, discount_factor=2, seed=0)
+    stream = blobs(400)
+    result = evaluate.progressive_val_score(stream, sampler, metrics.Accuracy())
+    asked = base.method.examples_seen  # the sampler calls learn_one only for the labels it asks for
+    assert 0 < asked < len(stream)
+    assert result.get() > 0.6  # 234 labels and 0.815 here
+
+
+def test_module_doctest_runs_with_and_without_river():
+    code = ("import sys, doctest\n"
+            "if sys.argv[1] == 'without': sys.modules['river'] = None\n"
+            "import bimu.methods.river_adapter as m\n"
+            "r = doctest.testmod(m)\n"
+            "print(r.failed, r.attempted, [b.__module__.split('.')[0] for b in m.RiverClassifier.__mro__[1:]])\n")
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    out = subprocess.run([sys.executable, "-c", code, "without"], capture_output=True, text=True, env=env, timeout=300)
+    failed, attempted, bases = out.stdout.split(" ", 2)
+    assert (failed, bases.strip()) == ("0", "['builtins']") and int(attempted) >= 8, out.stdout + out.stderr
+    try:
+        import river  # noqa: F401
+    except ImportError:
+        return
+    out = subprocess.run([sys.executable, "-c", code, "with"], capture_output=True, text=True, env=env, timeout=300)
+    assert out.stdout.startswith("0 ") and "'river'" in out.stdout, out.stdout + out.stderr

@@ -101,11 +101,15 @@ def test_tensorboard_sink_writes_the_task_scalars(tmp_path):
 
 def test_mlflow_sink_logs_the_task_metrics(tmp_path, monkeypatch):
     mlflow = pytest.importorskip("mlflow")
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", (tmp_path / "mlruns").as_uri())
+    # a database store (MLflow's file store is refused by MLflow 3 unless MLFLOW_ALLOW_FILE_STORE is set)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     res = run_stream(FakeBenchmark(n_tasks=2), method(), seed=0, progress=False, sinks=["mlflow"],
                      run_dir=tmp_path / "r")
     client = mlflow.tracking.MlflowClient()
-    run = client.search_runs([e.experiment_id for e in client.search_experiments()])[0]
-    history = client.get_metric_history(run.info.run_id, "acc")
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    assert len(runs) == 1 and runs[0].info.status == "FINISHED"  # the sink ended its run
+    history = client.get_metric_history(runs[0].info.run_id, "acc")
     assert [(m.step, m.value) for m in history] == [(1, pytest.approx(res["R"][0, 0])),
                                                     (2, pytest.approx(res["R"][1, 1]))]
+    final = client.get_metric_history(runs[0].info.run_id, "summary.final_mean_acc")
+    assert [(m.step, m.value) for m in final] == [(2, pytest.approx(res["summary"]["final_mean_acc"]))]
