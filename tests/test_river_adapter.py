@@ -7,11 +7,11 @@ from bimu.methods import RiverClassifier, create_method
 
 
 def model(**kw):
-    return RiverClassifier(create_method("sgd", [3, 2], seed=0, engine="torch"), **kw)
+    return RiverClassifier(create_method("sgd", [3, 2], seed=0), **kw)
 
 
 def test_one_example_updates_the_method_like_learn():
-    m, ref = model(), create_method("sgd", [3, 2], seed=0, engine="torch")
+    m, ref = model(), create_method("sgd", [3, 2], seed=0)
     m.learn_one({"c": 3.0, "a": 1.0, "b": 2.0}, 1)
     ref.learn(torch.tensor([[1.0, 2.0, 3.0]]), torch.tensor([1]))  # features in sorted key order
     assert m.features == ["a", "b", "c"] and m.method.updates_applied == 1
@@ -38,6 +38,6 @@ def test_progressive_validation_with_river():
     from river import datasets, evaluate, metrics  # noqa: F401
 
     stream = [({"a": float(i % 5), "b": float(-(i % 5))}, int(i % 5 > 2)) for i in range(300)]
-    m = RiverClassifier(create_method("bimu", [2, 8, 2], seed=0, preset="pmnist-100", engine="torch"))
+    m = RiverClassifier(create_method("bimu", [2, 8, 2], seed=0, preset="pmnist-100"))
     result = evaluate.progressive_val_score(stream, m, metrics.Accuracy())
     assert result.get() > 0.7
