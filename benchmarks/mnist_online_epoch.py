@@ -38,7 +38,7 @@ def main() -> None:
     order = np.random.default_rng(args.seed).permutation(len(xtr))[: args.train_limit]
     xtr_t, ytr_t = torch.from_numpy(xtr[order]), torch.from_numpy(ytr[order])
     xte_t, yte_t = torch.from_numpy(xte), torch.from_numpy(yte)
-    method = create_method("bimu", [784, 100, 10], seed=args.seed, preset="pmnist-100", engine="torch")
+    method = create_method("bimu", [784, 100, 10], seed=args.seed, preset="pmnist-100")
     start = time.perf_counter()
     for i in range(len(xtr_t)):
         method.learn(xtr_t[i:i + 1], ytr_t[i:i + 1])

@@ -89,7 +89,7 @@ def main(argv=None) -> int:
 
     # ---- torch path, one thread
     torch.set_num_threads(1)
-    tm = create_method("bimu", sizes, seed=0, preset="pmnist-100", engine="torch")
+    tm = create_method("bimu", sizes, seed=0, preset="pmnist-100")
     xt, yt = torch.from_numpy(xtr), torch.from_numpy(ytr)
     for i in range(20):
         tm.learn(xt[i:i + 1], yt[i:i + 1])
@@ -185,7 +185,7 @@ def _baseline_rates(name, xtr, ytr, args):
 
     torch.set_num_threads(1)
     sizes = [784, 100, 10]
-    tm = create_method(name, sizes, seed=0, preset="pmnist-100", engine="torch")
+    tm = create_method(name, sizes, seed=0, preset="pmnist-100")
     xt, yt = torch.from_numpy(xtr), torch.from_numpy(ytr)
     for i in range(3):
         tm.learn(xt[i:i + 1], yt[i:i + 1])

@@ -10,7 +10,7 @@ from bimu.methods import create_method
 
 
 def small_method(seed=0):
-    return create_method("bimu", [6, 3], seed=seed, preset="openloris-8192", engine="torch")
+    return create_method("bimu", [6, 3], seed=seed, preset="openloris-8192")
 
 
 class ScriptedAcquisition:

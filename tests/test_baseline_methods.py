@@ -29,7 +29,7 @@ def test_task_boundary_declarations_follow_the_paper_table():
 
 
 def test_bayesbinn_forward_with_weights_matches_network():
-    m = create_method("bayesbinn", [5, 4, 3], seed=0, lambda_init="uniform", engine="torch")
+    m = create_method("bayesbinn", [5, 4, 3], seed=0, lambda_init="uniform")
     x = torch.randn(2, 5)
     g = torch.Generator().manual_seed(3)
     u = [torch.rand(3, *layer.lam.shape, generator=g) for layer in m.model.layers]
@@ -42,7 +42,7 @@ def test_bayesbinn_step_equals_chain_rule_through_lambda():
     # Independent route: autograd through lambda gives dL/dlambda = mean_k dL/dw_k (1-w_k^2)/T; dividing by
     # (1 - tanh^2 lambda) gives the mu-gradient (valid for small lambda), then the update.
     m = create_method("bayesbinn", [5, 4, 3], seed=0, lambda_init="uniform", n_samples=3, lr=0.3,
-                      prior_strength=0.01, temperature=0.7, engine="torch")
+                      prior_strength=0.01, temperature=0.7)
     x, y = torch.randn(2, 5), torch.tensor([0, 2])
     lam0 = [layer.lam.detach().clone() for layer in m.model.layers]
     gen = copy.deepcopy(m.train_generator)
@@ -60,7 +60,7 @@ def test_bayesbinn_step_equals_chain_rule_through_lambda():
 
 
 def test_bayesbinn_prior_reset_and_zero_init():
-    m = create_method("bayesbinn", [5, 3], seed=0, engine="torch")
+    m = create_method("bayesbinn", [5, 3], seed=0)
     assert all(layer.lam.abs().sum().item() == 0 for layer in m.model.layers)
     m.learn(torch.randn(1, 5), torch.tensor([1]))
     lam = m.model.layers[0].lam
@@ -71,7 +71,7 @@ def test_bayesbinn_prior_reset_and_zero_init():
 
 def test_mesu_step_equals_reparameterised_gradients():
     m = create_method("mesu", [4, 3], seed=0, n_samples=4, lr_mu=0.5, lr_sigma=0.7, sigma_prior=0.2,
-                      memory_window=50.0, clamp_grad=100.0, engine="torch")
+                      memory_window=50.0, clamp_grad=100.0)
     layer = m.model.layers[0]
     x, y = torch.randn(2, 4), torch.tensor([1, 0])
     mu_w, s_w = layer.mu_weight.detach().clone(), layer.sigma_weight.detach().clone()
@@ -97,14 +97,14 @@ def test_mesu_step_equals_reparameterised_gradients():
 
 
 def test_mesu_initialisation_as_recorded():
-    m = create_method("mesu", [16, 4, 3], seed=0, engine="torch")
+    m = create_method("mesu", [16, 4, 3], seed=0)
     first = m.model.layers[0]
     assert first.mu_weight.abs().max().item() <= 4.0 / 4.0
     assert torch.allclose(first.sigma_weight, torch.full_like(first.sigma_weight, 0.25))
 
 
 def test_sgd_step_by_hand():
-    m = create_method("sgd", [3, 2], seed=0, lr=0.1, engine="torch")
+    m = create_method("sgd", [3, 2], seed=0, lr=0.1)
     layer = m.model.layers[0]
     w0, b0 = layer.weight.detach().clone(), layer.bias.detach().clone()
     x, y = torch.tensor([[1.0, -2.0, 0.5]]), torch.tensor([1])
@@ -116,7 +116,7 @@ def test_sgd_step_by_hand():
 
 
 def test_ewc_method_accumulates_per_example_fisher_and_penalises():
-    a = create_method("ewc-online", [3, 4, 2], seed=0, importance=10.0, engine="torch")
+    a = create_method("ewc-online", [3, 4, 2], seed=0, importance=10.0)
     x, y = torch.randn(3, 3), torch.tensor([0, 1, 1])
     expected = [torch.zeros_like(p) for p in a.params]
     for i in range(3):
@@ -138,7 +138,7 @@ def test_ewc_method_accumulates_per_example_fisher_and_penalises():
 
 
 def test_si_method_path_integral_is_lr_times_squared_gradient():
-    m = create_method("si", [3, 2], seed=0, lr=0.2, engine="torch")
+    m = create_method("si", [3, 2], seed=0, lr=0.2)
     x, y = torch.randn(1, 3), torch.tensor([1])
     grads = torch.autograd.grad(F.cross_entropy(m.model(x), y), m.params)
     m.learn(x, y)  # Omega = 0 yet: Delta theta = -lr g, so omega = lr g^2
@@ -147,7 +147,7 @@ def test_si_method_path_integral_is_lr_times_squared_gradient():
 
 
 def test_ste_forward_backward_and_clip():
-    m = create_method("ste", [3, 2, 2], seed=0, lr=0.5, weight_decay=0.0, engine="torch")
+    m = create_method("ste", [3, 2, 2], seed=0, lr=0.5, weight_decay=0.0)
     x = torch.tensor([[0.3, -0.1, 0.2]])
     w1, w2 = (layer.weight.detach() for layer in m.model.layers)
     h = torch.where(x @ torch.where(w1 >= 0, 1.0, -1.0).t() >= 0, 1.0, -1.0)
@@ -160,7 +160,7 @@ def test_ste_forward_backward_and_clip():
 
 
 def test_synaptic_metaplasticity_task_affine_bank():
-    m = create_method("synaptic-metaplasticity", [4, 5, 3], seed=0, task_affine=True, lr=0.05, engine="torch")
+    m = create_method("synaptic-metaplasticity", [4, 5, 3], seed=0, task_affine=True, lr=0.05)
     x, y = torch.randn(30, 4), torch.randint(0, 3, (30,))
     size_per_task = 2 * (5 + 3) * 4
     base = m.memory_bytes()
@@ -178,7 +178,7 @@ def test_synaptic_metaplasticity_task_affine_bank():
     assert torch.equal(m.predict_samples(x), live)  # live parameters restored
     with pytest.raises(ValueError, match="task"):
         m.use_task(5)
-    plain = create_method("synaptic-metaplasticity", [4, 5, 3], seed=0, engine="torch")
+    plain = create_method("synaptic-metaplasticity", [4, 5, 3], seed=0)
     plain.task_end()
     assert plain.task_affine_bank == []
     with pytest.raises(ValueError, match="task identity"):
@@ -186,7 +186,7 @@ def test_synaptic_metaplasticity_task_affine_bank():
 
 
 def test_synaptic_metaplasticity_normalises_at_batch_size_one():
-    m = create_method("synaptic-metaplasticity", [4, 3], seed=0, engine="torch")
+    m = create_method("synaptic-metaplasticity", [4, 3], seed=0)
     norm = m.model.norms[0]
     x = torch.randn(1, 4)
     m.learn(x, torch.tensor([0]))
@@ -222,7 +222,7 @@ def test_activation_ablation_variants_gate_the_hidden_layer(method, first):
     from bimu.experiments.runner import make_method
 
     assert get_method(method).resolve_hyperparameters({})["activation"] == first
-    m = create_method(method, [6, 5, 3], seed=0, activation="rbg", gate_width=0.5, engine="torch")
+    m = create_method(method, [6, 5, 3], seed=0, activation="rbg", gate_width=0.5)
     net = m.model
     hidden = []
     net.layers[1].register_forward_pre_hook(lambda mod, args: hidden.append(args[0].detach()))
@@ -242,7 +242,7 @@ def test_activation_ablation_variants_gate_the_hidden_layer(method, first):
     _, engine = make_method(cfg, [6, 5, 3], 0, get_method(method).resolve_hyperparameters({"activation": "rbg"}))
     assert engine == "fused" and bimu.engine.supports(method, [6, 5, 3], {"activation": "rbg"})
     with pytest.raises(ValueError, match=r"must be one of \("):
-        create_method(method, [6, 5, 3], seed=0, activation="tanh", engine="torch")
+        create_method(method, [6, 5, 3], seed=0, activation="tanh")
 
 
 def test_standardised_feature_presets_are_the_papers():

@@ -53,3 +53,28 @@ def test_python_dash_m_bimu_is_the_same_command_line():
     bad = subprocess.run([sys.executable, "-m", "bimu", "no-such-command"], capture_output=True, text=True,
                          timeout=120)
     assert bad.returncode == 2 and "no-such-command" in bad.stderr
+
+
+def _commands(parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    out = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                out += [prefix + (name,)] + _commands(sub, prefix + (name,))
+    return out
+
+
+def test_every_command_prints_its_help(capsys):
+    commands = _commands(build_parser())
+    assert ("run",) in commands and ("data", "fetch") in commands
+    failed = []
+    for command in commands:
+        try:
+            main([*command, "--help"])
+        except SystemExit as e:
+            out = capsys.readouterr().out
+            if e.code != 0 or f"usage: bimu {' '.join(command)}" not in " ".join(out.split()):
+                failed.append((command, e.code))
+        else:
+            failed.append((command, "no exit"))
+    assert failed == []

@@ -32,11 +32,11 @@ def _train(method, x, y):
 @pytest.mark.parametrize("name", available_methods())
 def test_generators_live_on_the_parameters_device_and_cpu_stays_bit_identical(name):
     x, y = _stream()
-    plain = create_method(name, SIZES, seed=3, engine="torch")
-    on_cpu = create_method(name, SIZES, seed=3, device="cpu", engine="torch")
+    plain = create_method(name, SIZES, seed=3)
+    on_cpu = create_method(name, SIZES, seed=3, device="cpu")
     for m in (plain, on_cpu):
         assert m.device.type == m.train_generator.device.type == m.eval_generator.device.type == "cpu"
-    moved = create_method(name, SIZES, seed=3, engine="torch")
+    moved = create_method(name, SIZES, seed=3)
     train_generator = moved.train_generator
     assert moved.to("cpu") is moved and moved.train_generator is train_generator  # same device: kept as is
     for m in (plain, on_cpu, moved):
@@ -55,7 +55,7 @@ def test_generator_helpers_and_widest_float():
 
 
 def test_generator_states_of_another_device_type_are_not_restored():
-    m = create_method("bimu", SIZES, seed=0, engine="torch")
+    m = create_method("bimu", SIZES, seed=0)
     state = m.state_dict()
     assert "generator_device" not in state  # a CPU method writes the layout it always wrote
     state["generator_device"] = "cuda"
@@ -67,7 +67,7 @@ def test_generator_states_of_another_device_type_are_not_restored():
 
 def _check_on(device, name):
     x, y = _stream()
-    m = create_method(name, SIZES, seed=1, device=device, engine="torch")
+    m = create_method(name, SIZES, seed=1, device=device)
     assert same_device(m.device, device) and same_device(m.train_generator.device, device)
     _train(m, x, y)  # CPU batches are moved to the method's device
     probs = m.predict_samples(x, n_samples=4)
@@ -81,7 +81,7 @@ def _check_on(device, name):
         _, ask = learner.predict_one(x[i])
         if ask:
             learner.learn_one(x[i], y[i])
-    copy = create_method(name, SIZES, seed=9, device=device, engine="torch")
+    copy = create_method(name, SIZES, seed=9, device=device)
     copy.load_state_dict(m.state_dict())
     assert torch.equal(copy.predict_samples(x), m.predict_samples(x))
 
@@ -101,7 +101,7 @@ def test_every_method_learns_predicts_and_resumes_on_cuda(name):
 @pytest.mark.parametrize("name", available_methods())
 def test_a_cpu_method_moved_to_cuda_carries_its_update_state(name):
     x, y = _stream()
-    m = create_method(name, SIZES, seed=2, engine="torch")
+    m = create_method(name, SIZES, seed=2)
     _train(m, x[:6], y[:6])
     m.to("cuda")
     assert m.device.type == m.train_generator.device.type == "cuda"

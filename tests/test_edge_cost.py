@@ -47,7 +47,7 @@ def test_cost_table_is_consistent_and_formats_beside_the_paper():
 
 
 def test_query_rate_from_run_and_extra_training_backend(tmp_path):
-    m = create_method("bimu", [8, 2], seed=0, engine="torch")
+    m = create_method("bimu", [8, 2], seed=0)
     m.learn(torch.randn(1, 8), torch.tensor([1]))
     m.observe_unlabelled(3)
     torch.save({"method_state": m.state_dict()}, tmp_path / "checkpoint.pt")
@@ -65,7 +65,7 @@ def test_query_rate_from_run_and_extra_training_backend(tmp_path):
 
 
 def test_cli_export_and_compute_cost(tmp_path, capsys):
-    m = create_method("bimu", [20, 3], seed=0, engine="torch")
+    m = create_method("bimu", [20, 3], seed=0)
     run = tmp_path / "run"
     run.mkdir()
     torch.save({"method_state": m.state_dict()}, run / "checkpoint.pt")

@@ -17,7 +17,7 @@ CC = shutil.which("cc") or shutil.which("gcc")
 
 
 def make_run(tmp_path, sizes=(40, 24, 5), **overrides):
-    m = create_method("bimu", list(sizes), seed=3, preset="pmnist-100", **overrides, engine="torch")
+    m = create_method("bimu", list(sizes), seed=3, preset="pmnist-100", **overrides)
     g = torch.Generator().manual_seed(0)
     for _ in range(3):
         m.learn(torch.randn(1, sizes[0], generator=g), torch.randint(0, sizes[-1], (1,), generator=g))
@@ -104,7 +104,7 @@ def test_runner_checkpoints_of_both_engines_load(tmp_path):
     from bimu.methods import BiMUMethod, create_method
 
     hp = BiMUMethod.resolve_hyperparameters({}, preset="pmnist-100")
-    torch_method = create_method("bimu", [12, 8, 3], seed=5, preset="pmnist-100", engine="torch")
+    torch_method = create_method("bimu", [12, 8, 3], seed=5, preset="pmnist-100")
     fused_method = create_fused("bimu", [12, 8, 3], 5, hp)
     for name, method in (("torch", torch_method), ("fused", fused_method)):
         run = tmp_path / name

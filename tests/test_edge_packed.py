@@ -206,7 +206,7 @@ def test_quantisation_is_power_of_two_and_dequantised_input_is_exact():
 
 
 def test_bimu_method_packs_and_tracks_its_own_predictions():
-    m = create_method("bimu", [20, 16, 3], seed=0, preset="pmnist-100", engine="torch")
+    m = create_method("bimu", [20, 16, 3], seed=0, preset="pmnist-100")
     packed = pack(m, input_max=4.0)
     assert packed.sizes == [20, 16, 3] and packed.activation == "rbg" and packed.output_norm
     assert packed.nbytes() == 4 * (20 * 16 + 16 * 3)

@@ -83,7 +83,7 @@ def _mesu_logits(t, eps, x):
 def _run_both(name, sizes, hp, X, Y, batch=1, boundary=None, seed=1, dtype="float32"):
     """The fused and the torch method trained side by side on the same stream (same noise for MESU)."""
     m = create_fused(name, sizes, seed, hp, dtype=dtype)
-    t = create_method(name, sizes, seed, **hp, engine="torch")
+    t = create_method(name, sizes, seed, **hp)
     for a, b in zip(m.parameters_np(), _torch_params(t)):
         assert np.array_equal(a, b)  # same initialisation for the same seed
     tdt = getattr(torch, dtype)
@@ -118,7 +118,7 @@ def test_200_mnist_steps_match_torch(name):
     float32 trajectories of two correct implementations part within a few steps. In float64 the
     residual (~1e-17) is far below ``eps`` and the paths agree."""
     X, Y = _mnist(200)
-    hp = create_method(name, [784, 100, 10], 0, preset="pmnist-100", engine="torch").hparams
+    hp = create_method(name, [784, 100, 10], 0, preset="pmnist-100").hparams
     if name == "mesu":
         hp = dict(hp, n_samples=2)  # the torch replay at K = 10 would dominate the file's time
     adam = name in ("ste", "synaptic-metaplasticity")
@@ -145,7 +145,7 @@ def test_reverse_binary_gate_variants_match_torch(name):
     (float64, so no pre-activation sits within rounding of a gate edge) and predictions, as the torch
     methods; the gate's threshold is a hyperparameter (gate_width)."""
     X, Y = _mnist(200)
-    hp = dict(create_method(name, [784, 100, 10], 0, preset="pmnist-100", engine="torch").hparams, activation="rbg")
+    hp = dict(create_method(name, [784, 100, 10], 0, preset="pmnist-100").hparams, activation="rbg")
     if name == "mesu":
         hp = dict(hp, n_samples=2)
     m, t = _run_both(name, [784, 100, 10], hp, X, Y, boundary=100, dtype="float64")
@@ -158,7 +158,7 @@ def test_reverse_binary_gate_variants_match_torch(name):
         ref, probs = t.predict_samples(x), m.predict_samples(x)
     assert torch.allclose(probs.double(), ref.double(), atol=1e-9)
     # the gate changes the network: the same stream with the default activation ends elsewhere
-    m_default, _ = _run_both(name, [784, 100, 10], dict(hp, activation=create_method(name, [4, 2], engine="torch").hparams["activation"]),
+    m_default, _ = _run_both(name, [784, 100, 10], dict(hp, activation=create_method(name, [4, 2]).hparams["activation"]),
                              X[:20], Y[:20], dtype="float64")
     m_gate, _ = _run_both(name, [784, 100, 10], hp, X[:20], Y[:20], dtype="float64")
     assert _rel(m_gate.parameters_np(), m_default.parameters_np()) > 1e-3
@@ -191,7 +191,7 @@ def test_mesu_float64_matches_torch_float64(dtype):
     X, Y = _data(20)
     hp = SMALL_HP["mesu"]
     m = create_fused("mesu", SIZES, 2, hp, dtype=dtype)
-    t = create_method("mesu", SIZES, 2, **hp, engine="torch")
+    t = create_method("mesu", SIZES, 2, **hp)
     t.model.double()
     for j in range(20):
         _mesu_step(t, [e.astype(np.float64) for e in m.train_noise()], torch.from_numpy(X[j:j + 1]).double(),
@@ -316,10 +316,10 @@ def test_supports_create_and_runner_picks_the_engine():
     from bimu.experiments.runner import make_method
 
     for name in BASELINES:
-        hp = create_method(name, [784, 100, 10], 0, preset="pmnist-100", engine="torch").hparams
+        hp = create_method(name, [784, 100, 10], 0, preset="pmnist-100").hparams
         assert supports(name, [784, 100, 10], hp) and supports(name, [784, 10], {})
         m = create_fused(name, [784, 100, 10], 0, hp, threads=1)
-        assert isinstance(m, FUSED_METHODS[name]) and m.info == create_method(name, [4, 2], 0, engine="torch").info
+        assert isinstance(m, FUSED_METHODS[name]) and m.info == create_method(name, [4, 2], 0).info
         method, used = make_method(RunConfig(benchmark="pmnist", method=name), [784, 100, 10], 0, dict(hp))
         assert used == "fused" and isinstance(method, FUSED_METHODS[name])
         method, used = make_method(RunConfig(benchmark="pmnist", method=name, engine="torch"), [784, 100, 10], 0,
@@ -402,7 +402,7 @@ def test_equinox_norm_compatibility_matches_torch(batch, activation):
     first-batch flag and gradient through the batch's share (the variance term too at batch 3) follow the
     torch method step for step (float64), through a task boundary and a state round trip."""
     X, Y = _mnist(120)
-    hp = dict(create_method("synaptic-metaplasticity", [784, 100, 10], 0, preset="pmnist-100", engine="torch").hparams,
+    hp = dict(create_method("synaptic-metaplasticity", [784, 100, 10], 0, preset="pmnist-100").hparams,
               activation=activation, bn_statistics="equinox", lr=0.003)
     m, t = _run_both("synaptic-metaplasticity", [784, 100, 10], hp, X, Y, batch=batch, boundary=20, dtype="float64")
     assert _rel(m.parameters_np(), _torch_params(t)) < 1e-9

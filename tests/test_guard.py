@@ -8,11 +8,11 @@ import pytest
 import torch
 
 import test_runner_fakes  # noqa: F401 - registers the fake-test benchmark
-from bimu import cli
+from bimu import cli, create_method
 from bimu.active import ActiveLearner
 from bimu.data.feature_benchmarks import ArrayBenchmark
 from bimu.experiments.stream import run_stream
-from bimu.methods import available_methods, create_method
+from bimu.methods import available_methods
 from bimu.methods.divergence import DivergenceError, nonfinite_entries
 from bimu.rundir import RunDir
 

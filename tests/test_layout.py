@@ -2,7 +2,9 @@
 ones, takes part in no import cycle, and stays under 500 lines; ``bimu.cli`` names only modules that exist.
 
 Every ``import`` anywhere in a module counts (also inside a function: a lazy import is still a
-dependency), and so does ``importlib.import_module("bimu.x")`` with the name written in the call.
+dependency), and so does ``importlib.import_module(...)`` with the name written in the call, named by a
+module-level constant (``import_module(NAME)``) or taken from a module-level tuple or list of names by
+a loop (``for m in NAMES: import_module(m)``).
 ``from bimu.pkg import name`` depends on ``bimu.pkg`` unless ``name`` is a submodule, in which case it
 depends on that submodule.
 """
@@ -47,13 +49,38 @@ def modules(src: Path) -> dict[str, Path]:
     return out
 
 
+def _constant_names(tree: ast.Module) -> dict[str, list[str]]:
+    """Module-level ``NAME = "a"`` / ``NAME = ("a", "b")`` (annotated or not) -> the strings."""
+    out = {}
+    for node in tree.body:
+        target, value = (node.targets[0], node.value) if isinstance(node, ast.Assign) and len(node.targets) == 1 \
+            else (node.target, node.value) if isinstance(node, ast.AnnAssign) else (None, None)
+        if not isinstance(target, ast.Name):
+            continue
+        items = value.elts if isinstance(value, (ast.Tuple, ast.List)) else [value]
+        if items and all(isinstance(v, ast.Constant) and isinstance(v.value, str) for v in items):
+            out[target.id] = [v.value for v in items]
+    return out
+
+
+def _import_module_arg(node: ast.AST) -> ast.expr | None:
+    """The first argument of an ``import_module(...)`` / ``importlib.import_module(...)`` call, else None."""
+    if isinstance(node, ast.Call) and node.args and \
+            getattr(node.func, "attr", getattr(node.func, "id", None)) == "import_module":
+        return node.args[0]
+    return None
+
+
 def imports(mods: dict[str, Path], root: str = "bimu") -> dict[str, set[str]]:
     """Module -> the modules of the package it depends on (itself excluded)."""
     edges: dict[str, set[str]] = defaultdict(set)
     for m, p in mods.items():
         pkg = m if p.name == "__init__.py" else m.rpartition(".")[0]
-        for node in ast.walk(ast.parse(p.read_text(), str(p))):
+        tree = ast.parse(p.read_text(), str(p))
+        constants = _constant_names(tree)
+        for node in ast.walk(tree):
             targets = []
+            arg = _import_module_arg(node)
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom):
@@ -65,9 +92,14 @@ def imports(mods: dict[str, Path], root: str = "bimu") -> dict[str, set[str]]:
                 for a in node.names:
                     sub = f"{mod}.{a.name}"
                     targets.append(sub if sub in mods else mod)
-            elif (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None))
-                  == "import_module" and node.args and isinstance(node.args[0], ast.Constant)):
-                targets = [node.args[0].value]
+            elif isinstance(arg, ast.Constant):
+                targets = [arg.value]
+            elif isinstance(arg, ast.Name):
+                targets = constants.get(arg.id, [])
+            elif isinstance(node, ast.For) and isinstance(node.target, ast.Name) and isinstance(node.iter, ast.Name):
+                loop_var = node.target.id
+                if any(isinstance(a, ast.Name) and a.id == loop_var for a in map(_import_module_arg, ast.walk(node))):
+                    targets = constants.get(node.iter.id, [])
             for t in targets:
                 while t and t not in mods:
                     t = t.rpartition(".")[0]
@@ -136,14 +168,7 @@ def upward(edges: dict[str, set[str]]) -> list[str]:
 
 
 MODS = modules(SRC)
-CALL_TIME_LOOKUPS = {
-    ("bimu.methods.registry", "bimu.engine.build"):
-        "create_method(engine='auto') hands the method to the engine chooser, looked up when called",
-}
-"""Imports from a lower layer to a higher one made inside a function, each for a reason named here; the
-walk leaves them out. Every one must still exist (``test_call_time_lookups_are_still_there``)."""
-ALL_EDGES = imports(MODS)
-EDGES = {a: {b for b in bs if (a, b) not in CALL_TIME_LOOKUPS} for a, bs in ALL_EDGES.items()}
+EDGES = imports(MODS)
 
 
 def test_every_module_is_in_a_layer():
@@ -157,10 +182,6 @@ def test_no_import_cycle():
 
 def test_no_import_from_a_lower_layer_to_a_higher_one():
     assert upward(EDGES) == []
-
-
-def test_call_time_lookups_are_still_there():
-    assert [edge for edge in CALL_TIME_LOOKUPS if edge[1] not in ALL_EDGES.get(edge[0], set())] == []
 
 
 def test_no_module_over_500_lines():
@@ -210,6 +231,34 @@ def test_the_walk_finds_cycles_upward_and_lazy_imports(tmp_path):
     assert cycles(edges) == [["bimu.nn.activations", "bimu.nn.mlp"]]
     assert upward(edges) == ["bimu.atomic (layer 0) imports bimu.cli (layer 11)",
                              "bimu.engine.build (layer 4) imports bimu.report (layer 8)"]
+
+
+def test_the_walk_follows_module_names_held_in_constants(tmp_path):
+    # a registry that imports its plugins by a list of names while they import it back is a cycle
+    mods = _package(tmp_path, {
+        "bimu/__init__.py": "",
+        "bimu/data/__init__.py": "",
+        "bimu/data/benchmarks.py": ("import importlib\nPLUGINS: tuple[str, ...] = ('bimu.data.permuted', 'bimu.data.own')\n"
+                                    "STREAM = 'bimu.data.stream'\nOTHER = ('bimu.data.unused',)\n"
+                                    "def load():\n    for mod in PLUGINS:\n        importlib.import_module(mod)\n"
+                                    "    return importlib.import_module(STREAM)\n"
+                                    "def register(name, factory):\n    pass\n"),
+        "bimu/data/permuted.py": "from bimu.data.benchmarks import register\n",
+        "bimu/data/own.py": "def f():\n    from bimu.data.benchmarks import register\n",
+        "bimu/data/stream.py": "",
+        "bimu/data/unused.py": "",
+    })
+    edges = imports(mods)
+    assert edges["bimu.data.benchmarks"] == {"bimu.data.permuted", "bimu.data.own", "bimu.data.stream"}
+    assert cycles(edges) == [["bimu.data.benchmarks", "bimu.data.own", "bimu.data.permuted"]]
+
+
+def test_the_benchmark_modules_import_the_registry_not_the_lookup():
+    from bimu.data.benchmarks import BENCHMARK_MODULES
+
+    assert set(BENCHMARK_MODULES) <= EDGES["bimu.data.benchmarks"]
+    assert all("bimu.data.registry" in EDGES[m] and "bimu.data.benchmarks" not in EDGES[m] for m in BENCHMARK_MODULES)
+    assert EDGES["bimu.data.registry"] == set()
 
 
 @pytest.mark.parametrize("module, expected", [

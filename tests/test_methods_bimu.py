@@ -24,19 +24,19 @@ def test_presets_are_the_paper_values():
 
 def test_unknown_or_bad_hyperparameters_are_named():
     with pytest.raises(ValueError, match="unknown hyperparameter 'memory'"):
-        create_method("bimu", [4, 2], memory=3, engine="torch")
+        create_method("bimu", [4, 2], memory=3)
     with pytest.raises(ValueError, match="'memory_window' must be > 0"):
-        create_method("bimu", [4, 2], memory_window=-3, engine="torch")
+        create_method("bimu", [4, 2], memory_window=-3)
     with pytest.raises(ValueError, match="'activation' must be one of"):
-        create_method("bimu", [4, 2], activation="relu", engine="torch")
+        create_method("bimu", [4, 2], activation="relu")
     with pytest.raises(ValueError, match="no preset 'cifar'"):
-        create_method("bimu", [4, 2], preset="cifar", engine="torch")
+        create_method("bimu", [4, 2], preset="cifar")
     with pytest.raises(ValueError, match="unknown method"):
         get_method("bimuu")
 
 
 def test_bad_batches_are_rejected():
-    m = create_method("bimu", [4, 3], engine="torch")
+    m = create_method("bimu", [4, 3])
     with pytest.raises(ValueError, match="inputs must be"):
         m.check_batch(torch.zeros(1, 5))
     with pytest.raises(ValueError, match="NaN"):
@@ -49,14 +49,14 @@ def test_same_seed_same_trajectory_and_exact_resume():
     gen = torch.Generator().manual_seed(0)
     xs, ys = torch.randn(30, 8, generator=gen), torch.randint(0, 3, (30,), generator=gen)
     hp = dict(lr=2.0, lr_max=0.05, likelihood_multiplier=10.0, memory_window=50)
-    a = create_method("bimu", [8, 6, 3], seed=4, **hp, engine="torch")
-    b = create_method("bimu", [8, 6, 3], seed=4, **hp, engine="torch")
+    a = create_method("bimu", [8, 6, 3], seed=4, **hp)
+    b = create_method("bimu", [8, 6, 3], seed=4, **hp)
     for i in range(15):
         a.learn(xs[i:i + 1], ys[i:i + 1])
         b.learn(xs[i:i + 1], ys[i:i + 1])
     a.predict_samples(xs)  # evaluating must not change the training trajectory
     state = a.state_dict()
-    c = create_method("bimu", [8, 6, 3], seed=99, **hp, engine="torch")
+    c = create_method("bimu", [8, 6, 3], seed=99, **hp)
     c.load_state_dict(state)
     for i in range(15, 30):
         for m in (a, b, c):
@@ -73,7 +73,7 @@ def test_learning_moves_predictions_towards_labels():
     y = torch.randint(0, 3, (600,), generator=gen)
     x = centers[y] + torch.randn(600, 20, generator=gen)
     m = create_method("bimu", [20, 3], seed=0, lr=1.0, lr_max=0.1, likelihood_multiplier=10.0,
-                      kl_multiplier=1.0, memory_window=1000, engine="torch")
+                      kl_multiplier=1.0, memory_window=1000)
     for i in range(500):
         m.learn(x[i:i + 1], y[i:i + 1])
     acc = (m.predict(x[500:]) == y[500:]).float().mean().item()

@@ -58,7 +58,7 @@ def blobs(n: int, seed: int, d: int = 20, c: int = 3):
 
 
 def make(name: str, seed: int = 0, **extra):
-    return create_method(name, SIZES, seed=seed, **{**TOY_HPARAMS.get(name, {}), **extra}, engine="torch")
+    return create_method(name, SIZES, seed=seed, **{**TOY_HPARAMS.get(name, {}), **extra})
 
 
 def run(method, x, y, task_end_every: int | None = None):
@@ -164,7 +164,7 @@ def test_bad_hyperparameter_raises_naming_it(name):
     for hname, h in cls.hyperparameters.items():
         for value in _invalid_values(h):
             with pytest.raises(ValueError, match=re.escape(repr(hname))):
-                create_method(name, SIZES, seed=0, **{hname: value}, engine="torch")
+                create_method(name, SIZES, seed=0, **{hname: value})
             checked += 1
     assert checked >= len(cls.hyperparameters)
 
@@ -172,9 +172,9 @@ def test_bad_hyperparameter_raises_naming_it(name):
 @pytest.mark.parametrize("name", METHODS)
 def test_unknown_hyperparameter_raises(name):
     with pytest.raises(ValueError, match="no_such_hyperparameter"):
-        create_method(name, SIZES, seed=0, no_such_hyperparameter=1.0, engine="torch")
+        create_method(name, SIZES, seed=0, no_such_hyperparameter=1.0)
     with pytest.raises(ValueError, match="no preset"):
-        create_method(name, SIZES, seed=0, preset="no-such-benchmark", engine="torch")
+        create_method(name, SIZES, seed=0, preset="no-such-benchmark")
 
 
 @pytest.mark.parametrize("name", METHODS)
@@ -265,7 +265,7 @@ def test_presets_resolve_and_build(name):
              "animals-std"}
     assert set(cls.presets) <= known
     for key in cls.presets:
-        method = create_method(name, [6, 4], seed=0, preset=key, engine="torch")
+        method = create_method(name, [6, 4], seed=0, preset=key)
         for hname, value in cls.presets[key].items():
             assert method.hparams[hname] == cls.hyperparameters[hname].validate(value)
 

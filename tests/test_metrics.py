@@ -90,7 +90,7 @@ def test_memory_footprint_counts_tensors_once():
     assert metrics.memory_footprint([t, t], {"a": np.zeros(4, dtype=np.float64), "n": 3}) == 40 + 32
     from bimu.methods import create_method
 
-    m = create_method("bimu", [5, 4, 3], seed=0, engine="torch")
+    m = create_method("bimu", [5, 4, 3], seed=0)
     params = (5 * 4 + 4 * 3) * 4
     assert metrics.memory_footprint(m.model.parameters()) == params
     assert metrics.memory_footprint(m.modules_state()) >= params

@@ -202,13 +202,13 @@ def test_equinox_norm_is_a_switch_of_synaptic_metaplasticity_on_both_engines():
     from bimu.engine import supports
     from bimu.methods.registry import create_method
 
-    m = create_method("synaptic-metaplasticity", [4, 3, 2], seed=0, bn_statistics="equinox", engine="torch")
+    m = create_method("synaptic-metaplasticity", [4, 3, 2], seed=0, bn_statistics="equinox")
     assert all(n.statistics == "equinox" for n in m.model.norms)
     assert supports("synaptic-metaplasticity", [4, 3, 2], {"bn_statistics": "online"})
     assert supports("synaptic-metaplasticity", [4, 3, 2], {"bn_statistics": "equinox"})
     assert not supports("synaptic-metaplasticity", [4, 3, 2], {"bn_statistics": "batch"})
     # the switch survives a state round trip (its first-batch flag is state)
     m.learn(torch.ones(1, 4), torch.tensor([1]))
-    fresh = create_method("synaptic-metaplasticity", [4, 3, 2], seed=1, bn_statistics="equinox", engine="torch")
+    fresh = create_method("synaptic-metaplasticity", [4, 3, 2], seed=1, bn_statistics="equinox")
     fresh.load_modules_state(m.modules_state())
     assert bool(fresh.model.norms[0].initialised)

@@ -207,17 +207,35 @@ def test_own_benchmark_accepts_tensors():
     assert own_benchmark(x, y, x, y).n_classes == 2
 
 
-def test_create_method_takes_the_fused_engine_by_default():
-    from bimu.engine.base import FusedMethod
+def test_bimu_create_method_takes_the_fused_engine_by_default():
+    import bimu
+    from bimu.engine import FusedBiMU
+    from bimu.methods import BiMUMethod
+
+    fused = bimu.create_method("bimu", [784, 64, 10], seed=0)
+    assert type(fused) is FusedBiMU and fused.sizes == [784, 64, 10]
+    assert fused.predict_proba(torch.zeros(2, 784)).shape == (2, 10)
+    assert type(bimu.create_method("bimu", [784, 64, 10], seed=0, engine="torch")) is BiMUMethod
+    assert type(bimu.create_method("bimu", [4, 3], seed=0, device="cpu", engine="torch")) is BiMUMethod
+    assert type(bimu.create_method("bimu", [4, 3], seed=0, engine="fused", preset="pmnist-100")) is FusedBiMU
+    # the engine's limit of 64 samples per step: auto falls back to PyTorch, fused says why not
+    assert type(bimu.create_method("bimu", [4, 3], seed=0, n_samples=100)) is BiMUMethod
+    with pytest.raises(ValueError, match=r"engine 'fused' does not support method 'bimu' .*at most 64 samples"):
+        bimu.create_method("bimu", [4, 3], seed=0, n_samples=100, engine="fused")
+    with pytest.raises(ValueError, match="engine 'fused' runs on the CPU only"):
+        bimu.create_method("bimu", [4, 3], device="meta", engine="fused")
+
+
+def test_the_methods_factory_builds_the_pytorch_method_only():
     from bimu.methods import BiMUMethod, create_method
 
-    fused = create_method("bimu", [4, 3], seed=0, preset="pmnist-100")
-    assert isinstance(fused, FusedMethod)
-    assert fused.predict_proba(torch.zeros(2, 4)).shape == (2, 3)
+    assert type(create_method("bimu", [784, 64, 10], seed=0)) is BiMUMethod
     assert type(create_method("bimu", [4, 3], seed=0, engine="torch")) is BiMUMethod
-    assert type(create_method("bimu", [4, 3], seed=0, device="cpu", engine="torch")) is BiMUMethod
-    with pytest.raises(ValueError, match="engine 'fused' runs on the CPU only"):
-        create_method("bimu", [4, 3], device="meta", engine="fused")
+    for engine in ("auto", "fused"):
+        with pytest.raises(ValueError) as e:
+            create_method("bimu", [4, 3], seed=0, engine=engine)
+        assert str(e.value) == ("bimu.methods.create_method builds the PyTorch method only (engine 'torch'), "
+                                f"got engine '{engine}'; use bimu.create_method for the fused engine")
 
 
 def test_a_config_naming_a_file_is_the_npz_benchmark_with_its_absolute_path(tmp_path, monkeypatch):

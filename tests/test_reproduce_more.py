@@ -408,7 +408,7 @@ def test_lambdas_of_torch_and_fused_states():
     from bimu.methods import create_method
     from bimu.report.plots import lambdas_of
 
-    m = create_method("bimu", [4, 3, 2], 0, engine="torch")
+    m = create_method("bimu", [4, 3, 2], 0)
     lam = lambdas_of(m.state_dict())
     assert lam.shape == (4 * 3 + 3 * 2,)
     np.testing.assert_allclose(np.sort(lam), np.sort(np.concatenate(
@@ -418,7 +418,7 @@ def test_lambdas_of_torch_and_fused_states():
     f = create_fused("bimu", [4, 3, 2], 0, {})
     assert lambdas_of(f.state_dict()).shape == (18,)
     with pytest.raises(ValueError, match="no lambda"):
-        lambdas_of(create_method("sgd", [4, 2], 0, engine="torch").state_dict())
+        lambdas_of(create_method("sgd", [4, 2], 0).state_dict())
 
 
 def test_figures(tmp_path):

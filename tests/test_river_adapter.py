@@ -16,7 +16,7 @@ SRC = str(Path(__file__).resolve().parents[1] / "src")
 
 
 def model(**kw):
-    return RiverClassifier(create_method("sgd", [3, 2], seed=0, engine="torch"), **kw)
+    return RiverClassifier(create_method("sgd", [3, 2], seed=0), **kw)
 
 
 def blobs(n, seed=0):
@@ -29,7 +29,7 @@ def blobs(n, seed=0):
 
 
 def test_one_example_updates_the_method_like_learn():
-    m, ref = model(), create_method("sgd", [3, 2], seed=0, engine="torch")
+    m, ref = model(), create_method("sgd", [3, 2], seed=0)
     m.learn_one({"c": 3.0, "a": 1.0, "b": 2.0}, 1)
     ref.learn(torch.tensor([[1.0, 2.0, 3.0]]), torch.tensor([1]))  # features in sorted key order
     assert m.feature_order == ["a", "b", "c"] and m.features is None and m.method.updates_applied == 1

@@ -23,7 +23,7 @@ SIZES = [N_FEATURES, N_CLASSES]
 
 
 def method(seed=0):
-    return create_method("bimu", SIZES, seed, preset="pmnist-100", engine="torch")
+    return create_method("bimu", SIZES, seed, preset="pmnist-100")
 
 
 def test_stream_fills_schedule_and_records():

@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 import torch
 
-from bimu.data.benchmarks import register_benchmark
+from bimu.data.registry import register_benchmark
 from bimu.methods.bimu import BiMUMethod
 
 N_FEATURES, N_CLASSES = 6, 3

@@ -8,11 +8,11 @@ import logging
 import numpy as np
 import pytest
 
+from bimu import create_method
 from bimu.experiments.config import RunConfig
 from bimu.experiments.runner import run_experiment
 from bimu.experiments.stream import run_stream
 from bimu.experiments.tracking import Sink, check_sinks
-from bimu.methods import create_method
 from bimu.rundir import RunDir, seed_dir
 from test_runner_fakes import N_CLASSES, N_FEATURES, FakeBenchmark
 

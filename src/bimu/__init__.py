@@ -20,16 +20,21 @@ lowest layer first (a module imports only its own layer and lower ones; ``tests/
 - :mod:`bimu.experiments` - the online stream loop, the runner and sweeps;
 - :mod:`bimu.reproduce`, :mod:`bimu.tune` - the paper's tables and figures; hyperparameter search;
 - :mod:`bimu.cli` (and each subpackage's ``cli`` module) - the ``bimu`` command.
+- :func:`bimu.create_method` - any method by name, on the fused engine when it supports it;
 - :func:`bimu.fit_stream` - any method on your own stream (docs/own-data.md).
 """
 
 from bimu._version import __version__
 
-__all__ = ["__version__", "fit_stream"]
+__all__ = ["__version__", "create_method", "fit_stream"]
 
 
 def __getattr__(name):
-    # bimu.fit_stream (your own stream from Python) imports torch and the engine only when first used
+    # bimu.create_method and bimu.fit_stream import torch and the engine only when first used
+    if name == "create_method":
+        from bimu.engine.build import create_method
+
+        return create_method
     if name == "fit_stream":
         from bimu.experiments.fit import fit_stream
 

@@ -2,7 +2,7 @@
 
 >>> import torch
 >>> from bimu.methods import create_method
->>> m = create_method("bimu", [4, 3], seed=0, preset="pmnist-100", engine="torch")
+>>> m = create_method("bimu", [4, 3], seed=0, preset="pmnist-100")
 >>> learner = ActiveLearner(m, make_acquisition("vr", threshold=0.1, mc_samples=10))
 >>> pred, ask = learner.predict_one(torch.randn(1, 4))
 >>> if ask:

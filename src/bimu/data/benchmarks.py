@@ -1,11 +1,12 @@
-"""The benchmark registry: ``register_benchmark(name, factory)`` / ``get_benchmark(name, ...)``.
+"""The benchmarks by name: ``get_benchmark(name, ...)``, ``benchmark_entry(name)``, ``available_benchmarks()``.
 
 A benchmark object has ``name``, ``n_features``, ``n_classes``, ``n_tasks``, ``is_standin`` and
 ``train_task(task, seed) -> (X float32 [n, D], y int64 [n])`` (presentation order, shuffled per seed
 and task), ``test_task(task) -> (X, y)``, ``ood_set() -> X | None`` (preprocessed like the ID data).
 
-Benchmarks living in other modules register themselves when imported; list such a module in
-:data:`BENCHMARK_MODULES` (one line) and it is imported the first time the registry is consulted.
+Benchmark modules register themselves with :func:`bimu.data.registry.register_benchmark` when
+imported; list such a module in :data:`BENCHMARK_MODULES` (one line) and it is imported the first time
+a name is looked up here.
 
 Factories are called as ``factory(data_dir=..., **options)``. The runner passes the run's ``seed``,
 ``train_limit`` and ``test_limit`` only to factories whose signature accepts them.
@@ -20,11 +21,10 @@ ValueError: unknown benchmark 'nope'; available: [...'pmnist'...]
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
-import inspect
-from collections.abc import Callable, Sequence
 from typing import Any
+
+from bimu.data.registry import BenchmarkEntry, registered, registered_names
 
 BENCHMARK_MODULES: tuple[str, ...] = (
     "bimu.data.permuted",
@@ -33,45 +33,7 @@ BENCHMARK_MODULES: tuple[str, ...] = (
 )
 """``bimu.data`` plugin modules that register benchmarks when imported."""
 
-
-@dataclasses.dataclass(frozen=True)
-class BenchmarkEntry:
-    """A registered benchmark: its factory, default hidden widths and paper-preset chooser."""
-
-    name: str
-    factory: Callable[..., Any]
-    default_hidden: tuple[int, ...] = ()
-    preset: Callable[[Sequence[int]], tuple[str | None, str]] | str | None = None
-    description: str = ""
-
-    def accepts(self, option: str) -> bool:
-        """Whether the factory takes keyword ``option`` (or ``**kwargs``)."""
-        try:
-            params = inspect.signature(self.factory).parameters
-        except (TypeError, ValueError):
-            return False
-        return option in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
-
-    def preset_for(self, hidden: Sequence[int]) -> tuple[str | None, str]:
-        """``(preset key or None, note)`` of the paper's hyperparameters for these hidden widths."""
-        if self.preset is None:
-            return None, ""
-        if isinstance(self.preset, str):
-            return self.preset, ""
-        return self.preset(tuple(hidden))
-
-
-_REGISTRY: dict[str, BenchmarkEntry] = {}
 _LOADED = False
-
-
-def register_benchmark(name: str, factory: Callable[..., Any], *, default_hidden: Sequence[int] = (),
-                       preset=None, description: str = "") -> None:
-    """Register ``factory`` under ``name`` (re-registering the same factory is a no-op)."""
-    old = _REGISTRY.get(name)
-    if old is not None and old.factory is not factory:
-        raise ValueError(f"benchmark {name!r} is already registered")
-    _REGISTRY[name] = BenchmarkEntry(name, factory, tuple(int(h) for h in default_hidden), preset, description)
 
 
 def _load_plugins() -> None:
@@ -90,16 +52,16 @@ def _load_plugins() -> None:
 def available_benchmarks() -> tuple[str, ...]:
     """Registered benchmark names (plugin modules are imported first)."""
     _load_plugins()
-    return tuple(sorted(_REGISTRY))
+    return registered_names()
 
 
 def benchmark_entry(name: str) -> BenchmarkEntry:
     """The registry entry of ``name``; ValueError listing the names otherwise."""
     _load_plugins()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise ValueError(f"unknown benchmark {name!r}; available: {sorted(_REGISTRY)}") from None
+    entry = registered(name)
+    if entry is None:
+        raise ValueError(f"unknown benchmark {name!r}; available: {list(registered_names())}")
+    return entry
 
 
 def get_benchmark(name: str, data_dir=None, **options) -> Any:

@@ -332,7 +332,7 @@ def animals(data_dir=None, n_features: int | None = None, feature_seed: int = 0,
 
 BENCHMARKS = {"animals-ti": animals_ti, "objects-ti": objects_ti, "objects-seq": objects_seq, "openloris": openloris,
               "animals": animals}
-"""Benchmark name -> factory (to be wired into ``bimu.data.benchmarks.register_benchmark``)."""
+"""Benchmark name -> factory (registered with :func:`bimu.data.registry.register_benchmark` below)."""
 
 STANDINS = {"animals-ti": "animals", "objects-ti": "openloris", "objects-seq": "openloris"}
 """Stand-in name -> the paper benchmark it stands in for."""
@@ -383,7 +383,7 @@ def memoized(factory):
 
 
 def _register() -> None:
-    from bimu.data.benchmarks import register_benchmark
+    from bimu.data.registry import register_benchmark
 
     descriptions = {
         "animals-ti": "STAND-IN for imbalanced Animals (Tiny-ImageNet animals, EfficientNet-Lite0 features)",

@@ -194,7 +194,7 @@ def npz_benchmark(data_dir=None, path: str | None = None) -> OwnBenchmark:
 
 
 def _register() -> None:
-    from bimu.data.benchmarks import register_benchmark
+    from bimu.data.registry import register_benchmark
     from bimu.data.permuted import _pmnist_preset
 
     register_benchmark("npz", npz_benchmark, default_hidden=(100,), preset=_pmnist_preset,

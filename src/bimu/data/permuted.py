@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from bimu.data.benchmarks import register_benchmark
+from bimu.data.registry import register_benchmark
 from bimu.data.mnist import load_dataset
 
 N_PIXELS = 784

@@ -208,7 +208,7 @@ def compute_cost_table(sizes: Sequence[int] = (8192, 19), preset: str | None = "
         raise ValueError("n_examples, repeats and inference_samples must be >= 1")
     sizes = [int(s) for s in sizes]
     with single_thread():
-        method = create_method("bimu", sizes, seed=seed, preset=preset, n_samples=1, engine="torch")
+        method = create_method("bimu", sizes, seed=seed, preset=preset, n_samples=1)
         rng = np.random.default_rng(seed)
         x = torch.from_numpy(np.clip(rng.standard_normal((n_examples, sizes[0])), -3.9, 3.9).astype(np.float32))
         y = torch.from_numpy(rng.integers(0, sizes[-1], n_examples))

@@ -33,7 +33,7 @@ resumed.
 >>> rng = np.random.default_rng(0)
 >>> bench = ArrayBenchmark("toy", [(rng.normal(size=(20, 4)).astype(np.float32), rng.integers(0, 2, 20))] * 2,
 ...                        [(rng.normal(size=(8, 4)).astype(np.float32), rng.integers(0, 2, 8))] * 2)
->>> method = create_method("sgd", [4, 2], seed=0, engine="torch")
+>>> method = create_method("sgd", [4, 2], seed=0)
 >>> [(done.task, done.n_train, done.steps) for done in stream_tasks(bench, method, seed=0, tasks=range(2))]
 [(0, 20, 20), (1, 20, 20)]
 >>> method.examples_seen

@@ -64,7 +64,7 @@ def memory_footprint_table(sizes: Sequence[int] = (784, 100, 10), n_tasks: int =
         raise ValueError(f"n_tasks must be >= 0, got {n_tasks}")
     table = {}
     for name in methods if methods is not None else available_methods():
-        method = create_method(name, sizes, seed=0, **method_footprint_options(name), engine="torch")
+        method = create_method(name, sizes, seed=0, **method_footprint_options(name))
         if method.info.needs_task_boundaries:
             for _ in range(int(n_tasks)):
                 method.task_end()

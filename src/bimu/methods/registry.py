@@ -12,10 +12,6 @@ ValueError: unknown method 'adam'; available: [...'bimu'...]
 
 from __future__ import annotations
 
-import importlib
-
-import torch
-
 from bimu.methods.base import OnlineMethod
 
 _REGISTRY: dict[str, type[OnlineMethod]] = {}
@@ -43,25 +39,26 @@ def available_methods() -> tuple[str, ...]:
     return tuple(_REGISTRY)
 
 
-def create_method(name: str, sizes, seed: int = 0, preset: str | None = None, device=None, engine: str = "auto",
+def create_method(name: str, sizes, seed: int = 0, preset: str | None = None, device=None, engine: str = "torch",
                   **overrides) -> OnlineMethod:
-    """Instantiate method ``name`` with the paper ``preset`` (if any) and ``overrides``.
+    """The PyTorch method ``name`` on a network of ``sizes`` (on ``device``, default the CPU), with the paper
+    ``preset`` (if any) and ``overrides``.
 
-    ``engine="auto"`` (default) builds it on the fused engine when the engine supports the method, the
-    sizes and the hyperparameters (the same interface, much faster on a batch-size-1 stream), else the
-    PyTorch method; ``"torch"`` always the PyTorch method (on ``device``, default CPU); ``"fused"`` the
-    fused engine or an error saying why not. The choice is :func:`bimu.engine.build.build_method`'s,
-    looked up when called (the engine builds on the methods). A ``device`` other than the CPU means
-    the PyTorch method.
+    ``engine`` accepts ``"torch"`` only: :func:`bimu.create_method` is the factory that also picks the
+    fused engine (``engine="auto"``, its default, or ``"fused"``).
+
+    >>> type(create_method("sgd", [4, 2], seed=0)).__name__
+    'SGDMethod'
+    >>> create_method("sgd", [4, 2], engine="auto")
+    Traceback (most recent call last):
+    ...
+    ValueError: bimu.methods.create_method builds the PyTorch method only (engine 'torch'), got engine 'auto'; use bimu.create_method for the fused engine
     """
+    if engine != "torch":
+        raise ValueError(f"bimu.methods.create_method builds the PyTorch method only (engine 'torch'), got engine "
+                         f"{engine!r}; use bimu.create_method for the fused engine")
     cls = get_method(name)
     hparams = cls.resolve_hyperparameters(overrides, preset=preset)
-    on_cpu = device is None or torch.device(device).type == "cpu"
-    if engine != "torch" and on_cpu:
-        build = importlib.import_module("bimu.engine.build")
-        return build.build_method(name, list(sizes), seed, hparams, engine=engine)[0]
-    if engine not in ("auto", "torch"):
-        raise ValueError(f"engine {engine!r} runs on the CPU only; use engine 'torch' for device {device!r}")
     if device is None:
         return cls(sizes, seed=seed, **hparams)
     return cls(sizes, seed=seed, device=device, **hparams)

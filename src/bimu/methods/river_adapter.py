@@ -10,7 +10,7 @@ Labels are ``classes[i]`` (default ``0..C-1``). Probabilities are the mean over 
 samples (:meth:`~bimu.methods.base.OnlineMethod.predict_proba`); ``predict_one`` is their argmax.
 
 >>> from bimu.methods import create_method
->>> model = RiverClassifier(create_method("sgd", [2, 2], seed=0, engine="torch"), classes=["no", "yes"])
+>>> model = RiverClassifier(create_method("sgd", [2, 2], seed=0), classes=["no", "yes"])
 >>> for i in range(200):
 ...     v = (i % 7) / 3.0 - 1.0
 ...     model.learn_one({"a": v, "b": -v}, "yes" if v > 0 else "no")
