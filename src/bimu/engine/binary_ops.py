@@ -1,8 +1,12 @@
-"""Inlined pieces of the binary networks' kernels (numba): LayerNorm with the hidden activation, its
-backward pass, the activation's derivative, and one natural parameter's BiMU and BayesBiNN steps.
+"""Inlined pieces of the binary networks' kernels (numba): the configuration slots, a layer's
+pre-activations, LayerNorm with the hidden activation and its backward pass, the loss gradient, the
+backward pass through a hidden layer, the activation's derivative, and one natural parameter's BiMU
+and BayesBiNN steps.
 
-Each is compiled into its callers (``inline="always"``), so every training kernel computes the same
-arithmetic for them.
+Each is compiled into its callers (``inline="always"``, with the caller's ``fastmath`` flags), so every
+kernel computes the same arithmetic for them. Layout of the flat activation buffers (those of
+:mod:`bimu.engine.binary_train`): row ``q = k * R + r`` (sample ``k``, example ``r`` of ``R``) of a
+layer of width ``n`` starts at ``off + q * n``.
 """
 
 from __future__ import annotations
@@ -11,9 +15,88 @@ import math
 
 from numba import njit
 
-from bimu.engine.hparams import ACT_GATE, BinaryHP
+from bimu.engine.dots import dot8
+from bimu.engine.hparams import ACT_GATE, BinaryHP, Cfg
 from bimu.engine.scalar import KERNEL_OPTS, gate_forward, gate_surrogate
 from bimu.rng import as_like
+
+
+@njit(inline="always", **KERNEL_OPTS)
+def binary_config(sizes, cfg, hp):
+    """``(L, K, act, out_norm, kind, gate, ln_eps)``: the number of layers and the slots of ``cfg``
+    (:class:`~bimu.engine.hparams.Cfg`) and ``hp`` (:class:`~bimu.engine.hparams.BinaryHP`) that every
+    binary kernel reads."""
+    return (sizes.shape[0] - 1, cfg[Cfg.K], cfg[Cfg.ACT], cfg[Cfg.OUT_NORM], cfg[Cfg.KIND], hp[BinaryHP.GATE],
+            hp[BinaryHP.LN_EPS])
+
+
+@njit(inline="always", **KERNEL_OPTS)
+def preact_row(W, wo0, kstride, X, xoff, xk, Z, zoff, o, n_in, n_out, K, R, nr):
+    """Pre-activation ``o`` of rows ``q = k * R + r`` (``k < K``, ``r < nr``) of a layer: ``Z[zoff + q *
+    n_out + o] = dot8`` of sample ``k``'s weight row ``o`` (``W[wo0 + k * kstride + o * n_in:]``) with the
+    input at ``X[xoff + (k * xk + r) * n_in:]`` (``xk = 0``: the samples share the input)."""
+    for k in range(K):
+        wo = wo0 + k * kstride + o * n_in
+        for r in range(nr):
+            Z[zoff + (k * R + r) * n_out + o] = dot8(W, wo, X, xoff + (k * xk + r) * n_in, n_in)
+
+
+@njit(inline="always", **KERNEL_OPTS)
+def norm_act_rows(Z, XH, A, RS, rs0, zoff, q0, nr, n, eps, act, gate, hidden, out_norm):
+    """Rows ``q0 .. q0+nr-1`` of a layer of width ``n`` (at ``zoff + q * n``): :func:`layer_norm_act`
+    (``1/sqrt(var + eps)`` into ``RS[rs0 + q]``) for a hidden layer or a normalised output, else the
+    logits copied to ``A`` and ``XH``."""
+    for q in range(q0, q0 + nr):
+        base = zoff + q * n
+        if hidden or out_norm:
+            layer_norm_act(Z, XH, A, RS[rs0 + q:], base, n, eps, act, gate, hidden)
+        else:
+            for o in range(n):
+                A[base + o] = Z[base + o]
+                XH[base + o] = Z[base + o]
+
+
+@njit(inline="always", **KERNEL_OPTS)
+def loss_backward(A, XH, DA, DZ, RS, rs0, lb, q, C, y, K, out_norm):
+    """Row ``q`` of the output layer (logits at ``A[lb + q * C:]``, label ``y``): the gradient of the
+    NLL averaged over ``K`` samples, ``(softmax - onehot(y)) / K``, into ``DA[q * C:]``, then through the
+    output norm (if any) into ``DZ[lb + q * C:]``."""
+    base = lb + q * C
+    mx = A[base]
+    for c in range(1, C):
+        mx = max(mx, A[base + c])
+    ssum = 0.0
+    for c in range(C):
+        ssum += math.exp(A[base + c] - mx)
+    for c in range(C):
+        pr = math.exp(A[base + c] - mx) / ssum
+        DA[q * C + c] = (pr - (1.0 if c == y else 0.0)) / K
+    if out_norm:
+        ln_backward(DA, q * C, XH, base, DZ, RS[rs0 + q], C)
+    else:
+        for c in range(C):
+            DZ[base + c] = DA[q * C + c]
+
+
+@njit(inline="always", **KERNEL_OPTS)
+def hidden_backward(W, DA, DZ, XH, RS, rs0, hoff_out, hoff_in, wo0, kstride, q, k, n_in, n_out, act, gate):
+    """Row ``q`` (sample ``k``) back through a hidden layer: ``DA[q * n_in:] = W_k^T DZ`` (output gradients
+    at ``DZ[hoff_out + q * n_out:]``, weights at ``W[wo0 + k * kstride:]``) times the activation's
+    derivative, then LayerNorm's backward into ``DZ[hoff_in + q * n_in:]`` (``1/sqrt(var + eps)`` at
+    ``RS[rs0 + q]``)."""
+    da_ = DA[q * n_in:(q + 1) * n_in]
+    for i in range(n_in):
+        da_[i] = 0
+    for o in range(n_out):
+        cz = DZ[hoff_out + q * n_out + o]
+        wo = wo0 + k * kstride + o * n_in
+        w_ = W[wo:wo + n_in]
+        for i in range(n_in):
+            da_[i] += cz * w_[i]
+    base = hoff_in + q * n_in
+    for i in range(n_in):
+        DA[q * n_in + i] *= act_grad(XH[base + i], act, gate)
+    ln_backward(DA, q * n_in, XH, base, DZ, RS[rs0 + q], n_in)
 
 
 @njit(inline="always", **KERNEL_OPTS)

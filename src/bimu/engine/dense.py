@@ -55,6 +55,44 @@ def ce_delta(z, y, out):
 
 
 @njit(inline="always", **KERNEL_OPTS)
+def backprop_rows(dp, D, d0, W, w0, n_in, n_out, signs):
+    """``dp[:n_in] = sum_o D[d0 + o] * w_o`` over the rows ``w_o = W[w0 + o * n_in:][:n_in]`` of a layer
+    (with ``signs``: over their signs, ``sign(0) = +1``), each sum in the order of ``o``: the gradient
+    w.r.t. the layer's input of one example."""
+    for i in range(n_in):
+        dp[i] = 0.0
+    for o in range(n_out):
+        d = D[d0 + o]
+        wr = W[w0 + o * n_in:w0 + (o + 1) * n_in]
+        if signs:
+            for i in range(n_in):
+                dp[i] += d if wr[i] >= 0 else -d
+        else:
+            for i in range(n_in):
+                dp[i] += wr[i] * d
+
+
+@njit(inline="always", **KERNEL_OPTS)
+def batch_grad_row(g, sq, D, d0, X, r0, A, a0, Pu, B, n_in, first, squares):
+    """``g[:n_in] = sum_b D[b * Pu + d0] * x_b`` over the ``B`` examples of a batch, in order: one weight
+    row's summed gradient, with ``x_b`` the layer's input (``X[r0 + b]`` for the ``first`` layer, else
+    ``A[b * Pu + a0:][:n_in]``); with ``squares`` also ``sq[:n_in] = sum_b (D[b * Pu + d0] * x_b)^2``."""
+    for i in range(n_in):
+        g[i] = 0.0
+    if squares:
+        for i in range(n_in):
+            sq[i] = 0.0
+    for b in range(B):
+        d = D[b * Pu + d0]
+        inp = X[r0 + b] if first else A[b * Pu + a0:b * Pu + a0 + n_in]
+        for i in range(n_in):
+            g[i] += d * inp[i]
+        if squares:
+            for i in range(n_in):
+                sq[i] += (d * inp[i]) * (d * inp[i])
+
+
+@njit(inline="always", **KERNEL_OPTS)
 def _unit(z, act, gate, m, inv, g, b, norm):
     """Norm (``(z - m) * inv * g + b`` when ``norm``), then nothing / ReLU / sign / the gate
     ``1[|z| > gate]`` (``act`` -1 / 0 / 1 / 2)."""

@@ -27,15 +27,12 @@ organised for speed:
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from numba import get_thread_id, njit, prange
 
-from bimu.engine.binary_ops import (act_grad, bayesbinn_lambda_step, bimu_coefficients, bimu_lambda_step,
-                                    layer_norm_act, ln_backward)
-from bimu.engine.dots import dot
-from bimu.engine.hparams import KIND_BIMU, BinaryHP, Cfg
+from bimu.engine.binary_ops import (bayesbinn_lambda_step, bimu_coefficients, bimu_lambda_step, binary_config,
+                                    hidden_backward, loss_backward, norm_act_rows, preact_row)
+from bimu.engine.hparams import KIND_BIMU, BinaryHP
 from bimu.engine.scalar import KERNEL_OPTS, fexp
 from bimu.rng import as_like, hash32, row_key, uniform32
 
@@ -142,14 +139,9 @@ def _train_steps_b1_template(X, Y, n_steps, lam, prior, W, sizes, poff, cfg, hp,
     gradient was not identically zero. ``threads > 1`` splits the first
     layer's rows over threads in blocks of :data:`ROWS_PER_TASK`; results do not depend on it.
     """
-    L = sizes.shape[0] - 1
-    K = cfg[Cfg.K]
+    L, K, act, out_norm, kind, gate, eps = binary_config(sizes, cfg, hp)
     P = lam.shape[0]
     D = sizes[0]
-    act = cfg[Cfg.ACT]
-    out_norm = cfg[Cfg.OUT_NORM]
-    kind = cfg[Cfg.KIND]
-    gate = hp[BinaryHP.GATE]
     n0 = sizes[1]
     k0stride = D * n0
     hoff = np.zeros(L + 1, dtype=np.int64)
@@ -159,7 +151,6 @@ def _train_steps_b1_template(X, Y, n_steps, lam, prior, W, sizes, poff, cfg, hp,
     m2 = as_like(-2.0, lam[0])
     for e in range(P):
         BT[e] = fexp(m2 * abs(lam[e]))
-    C = sizes[L]
     nblk = (n0 + ROWS_PER_TASK - 1) // ROWS_PER_TASK
     applied = 0
     for j in range(n_steps):
@@ -171,66 +162,20 @@ def _train_steps_b1_template(X, Y, n_steps, lam, prior, W, sizes, poff, cfg, hp,
             first_layer_resample(lam, W, BT, n0, 0, n0, D, k0stride, x, Z0, key, s)
         for t in range(K * n0):
             Z[t] = Z0[t]
-        # ---------------- forward
+        # ---------------- forward (one example: rows q = k)
         for l in range(L):
-            n_in = sizes[l]
-            n_out = sizes[l + 1]
             if l > 0:
-                kstride = n_in * n_out
-                for k in range(K):
-                    for o in range(n_out):
-                        wo = K * poff[l] + k * kstride + o * n_in
-                        ao = hoff[l - 1] + k * n_in
-                        Z[hoff[l] + k * n_out + o] = dot(W[wo:wo + n_in], A[ao:ao + n_in])
-            hidden = l < L - 1
-            for k in range(K):
-                base = hoff[l] + k * n_out
-                if hidden or out_norm:
-                    layer_norm_act(Z, XH, A, RS[l * K + k:], base, n_out, hp[BinaryHP.LN_EPS], act, gate, hidden)
-                else:
-                    for o in range(n_out):
-                        A[base + o] = Z[base + o]
-                        XH[base + o] = Z[base + o]
-        # ---------------- loss gradient, output norm
-        lb = hoff[L - 1]
-        y = Y[j]
+                for o in range(sizes[l + 1]):
+                    preact_row(W, K * poff[l], sizes[l] * sizes[l + 1], A, hoff[l - 1], 1, Z, hoff[l], o, sizes[l],
+                               sizes[l + 1], K, 1, 1)
+            norm_act_rows(Z, XH, A, RS, l * K, hoff[l], 0, K, sizes[l + 1], eps, act, gate, l < L - 1, out_norm)
+        # ---------------- loss gradient, output norm, hidden layers
         for k in range(K):
-            base = lb + k * C
-            mx = A[base]
-            for cc in range(1, C):
-                mx = max(mx, A[base + cc])
-            ssum = 0.0
-            for cc in range(C):
-                ssum += math.exp(A[base + cc] - mx)
-            for cc in range(C):
-                pr = math.exp(A[base + cc] - mx) / ssum
-                DA[k * C + cc] = (pr - (1.0 if cc == y else 0.0)) / K
-        for k in range(K):
-            base = lb + k * C
-            if out_norm:
-                ln_backward(DA, k * C, XH, base, DZ, RS[(L - 1) * K + k], C)
-            else:
-                for cc in range(C):
-                    DZ[base + cc] = DA[k * C + cc]
-        # ---------------- backward through hidden layers
+            loss_backward(A, XH, DA, DZ, RS, (L - 1) * K, hoff[L - 1], k, sizes[L], Y[j], K, out_norm)
         for l in range(L - 1, 0, -1):
-            n_in = sizes[l]
-            n_out = sizes[l + 1]
-            kstride = n_in * n_out
             for k in range(K):
-                for i in range(n_in):
-                    DA[k * n_in + i] = 0
-                da_ = DA[k * n_in:(k + 1) * n_in]
-                for o in range(n_out):
-                    cz = DZ[hoff[l] + k * n_out + o]
-                    wo = K * poff[l] + k * kstride + o * n_in
-                    w_ = W[wo:wo + n_in]
-                    for i in range(n_in):
-                        da_[i] += cz * w_[i]
-                base = hoff[l - 1] + k * n_in
-                for i in range(n_in):
-                    DA[k * n_in + i] *= act_grad(XH[base + i], act, gate)
-                ln_backward(DA, k * n_in, XH, base, DZ, RS[(l - 1) * K + k], n_in)
+                hidden_backward(W, DA, DZ, XH, RS, (l - 1) * K, hoff[l], hoff[l - 1], K * poff[l], sizes[l] * sizes[l + 1],
+                                k, k, sizes[l], sizes[l + 1], act, gate)
         # ---------------- gradients of the upper layers (small); is the whole gradient zero?
         nonzero = False
         cvec = CV[0]

@@ -23,73 +23,46 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from llvmlite import ir
 from numba import njit, types
-from numba.extending import intrinsic, overload
 
 from bimu.engine.dense import ce_delta
 from bimu.engine.dots import dot
 from bimu.engine.hparams import MesuHP
-from bimu.engine.scalar import KERNEL_OPTS, gate_forward, gate_surrogate
+from bimu.engine.scalar import KERNEL_OPTS, bitcast32, float32_version, gate_forward, gate_surrogate
 from bimu.rng import add32, as_like, hash32, mul32, row_key, shr32, uint32_op, uniform32
 
 
-def _bitcast(name, src, dst, op):
-    @intrinsic
-    def _impl(typingctx, x):
-        sig = dst(src)
-
-        def codegen(context, builder, signature, args):
-            return getattr(builder, op)(args[0], ir.FloatType() if dst == types.float32 else ir.IntType(32))
-
-        return sig, codegen
-
-    _impl.__name__ = name
-    return _impl
-
-
 # 32-bit lanes only (numba widens int32 arithmetic to 64 bits, which does not vectorise on AVX2)
-_f32_bits = _bitcast("_f32_bits", types.float32, types.uint32, "bitcast")
-_bits_f32 = _bitcast("_bits_f32", types.uint32, types.float32, "bitcast")
-_u32_to_f32 = _bitcast("_u32_to_f32", types.uint32, types.float32, "sitofp")  # values below 2**31
+_f32_bits = bitcast32("_f32_bits", types.float32, types.uint32)
+_bits_f32 = bitcast32("_bits_f32", types.uint32, types.float32)
+_u32_to_f32 = bitcast32("_u32_to_f32", types.uint32, types.float32, "sitofp")  # values below 2**31
 _and32 = uint32_op("and_")
 _or32 = uint32_op("or_")
 
 
+@float32_version(math.log)
 def flog(x):
     """``log(x)`` for ``x > 0``: a vectorisable float32 version (Cephes ``logf``), libm for float64."""
-    return math.log(x)
-
-
-@overload(flog, inline="always")
-def _flog_overload(x):
-    if x == types.float32:
-
-        def impl(x):
-            ix = _f32_bits(x)
-            e = _u32_to_f32(shr32(ix, np.uint32(23))) - np.float32(126.0)
-            m = _bits_f32(_or32(_and32(ix, np.uint32(0x007FFFFF)), np.uint32(0x3F000000)))  # x = m 2^e, m in [.5, 1)
-            small = np.float32(m < np.float32(0.70710678118654752))  # then x = (2m) 2^(e-1)
-            e = e - small
-            f = (m - np.float32(1.0)) + small * m  # exact either way
-            z = f * f
-            y = np.float32(7.0376836292e-2)
-            y = y * f - np.float32(1.1514610310e-1)
-            y = y * f + np.float32(1.1676998740e-1)
-            y = y * f - np.float32(1.2420140846e-1)
-            y = y * f + np.float32(1.4249322787e-1)
-            y = y * f - np.float32(1.6668057665e-1)
-            y = y * f + np.float32(2.0000714765e-1)
-            y = y * f - np.float32(2.4999993993e-1)
-            y = y * f + np.float32(3.3333331174e-1)
-            y = y * f * z
-            y = y + np.float32(-2.12194440e-4) * e
-            y = y - np.float32(0.5) * z
-            return (f + y) + np.float32(0.693359375) * e
-
-        return impl
-
-    return lambda x: math.log(x)
+    ix = _f32_bits(x)
+    e = _u32_to_f32(shr32(ix, np.uint32(23))) - np.float32(126.0)
+    m = _bits_f32(_or32(_and32(ix, np.uint32(0x007FFFFF)), np.uint32(0x3F000000)))  # x = m 2^e, m in [.5, 1)
+    small = np.float32(m < np.float32(0.70710678118654752))  # then x = (2m) 2^(e-1)
+    e = e - small
+    f = (m - np.float32(1.0)) + small * m  # exact either way
+    z = f * f
+    y = np.float32(7.0376836292e-2)
+    y = y * f - np.float32(1.1514610310e-1)
+    y = y * f + np.float32(1.1676998740e-1)
+    y = y * f - np.float32(1.2420140846e-1)
+    y = y * f + np.float32(1.4249322787e-1)
+    y = y * f - np.float32(1.6668057665e-1)
+    y = y * f + np.float32(2.0000714765e-1)
+    y = y * f - np.float32(2.4999993993e-1)
+    y = y * f + np.float32(3.3333331174e-1)
+    y = y * f * z
+    y = y + np.float32(-2.12194440e-4) * e
+    y = y - np.float32(0.5) * z
+    return (f + y) + np.float32(0.693359375) * e
 
 
 _SIN = (-1.0 / 6.0, 1.0 / 120.0, -1.0 / 5040.0, 1.0 / 362880.0, -1.0 / 39916800.0)

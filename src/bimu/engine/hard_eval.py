@@ -4,8 +4,9 @@ The K hard weight sets are drawn once per call (:func:`bimu.engine.sampling.samp
 layer is computed by a register-blocked kernel (:func:`bimu.engine.dots.dot4x2`: four examples by two
 weight rows, each sum with the bits of :func:`bimu.engine.dots.dot8`) on a batch padded to a multiple of
 four, each pair of weight rows loaded once per block of :data:`EVAL_BLOCK` examples; the upper layers
-use :func:`bimu.engine.dots.dot`. An example's result does not depend on its batch, on the compile
-history or on the machine's vector width.
+use :func:`bimu.engine.binary_ops.preact_row` (:func:`~bimu.engine.dots.dot8`) and
+:func:`~bimu.engine.binary_ops.norm_act_rows`, as training does. An example's result does not
+depend on its batch, on the compile history or on the machine's vector width.
 """
 
 from __future__ import annotations
@@ -13,9 +14,8 @@ from __future__ import annotations
 import numpy as np
 from numba import get_thread_id, njit, prange
 
-from bimu.engine.binary_ops import layer_norm_act
-from bimu.engine.dots import dot, dot4x2
-from bimu.engine.hparams import BinaryHP, Cfg
+from bimu.engine.binary_ops import binary_config, norm_act_rows, preact_row
+from bimu.engine.dots import dot4x2
 from bimu.engine.scalar import KERNEL_OPTS
 
 EVAL_BLOCK = 32
@@ -31,19 +31,15 @@ def hard_forward(Xp, B, W, sizes, poff, cfg, hp, K, threads, n_pool, out):
     ``threads > 1`` splits blocks of :data:`EVAL_BLOCK` examples over threads (``n_pool``: the size of
     numba's pool).
     """
-    L = sizes.shape[0] - 1
+    L, _, act, out_norm, _, gate, eps = binary_config(sizes, cfg, hp)
     D = sizes[0]
-    act = cfg[Cfg.ACT]
-    out_norm = cfg[Cfg.OUT_NORM]
-    gate = hp[BinaryHP.GATE]
-    eps = hp[BinaryHP.LN_EPS]
     maxw = 0
     for l in range(1, L + 1):
         maxw = max(maxw, sizes[l])
     nblk = (Xp.shape[0] + EVAL_BLOCK - 1) // EVAL_BLOCK
     S = np.zeros((n_pool, 3, K * EVAL_BLOCK * maxw), dtype=W.dtype)
     tmp = np.zeros((n_pool, 8), dtype=W.dtype)
-    rs = np.zeros((n_pool, 1), dtype=np.float64)
+    rs = np.zeros((n_pool, K * EVAL_BLOCK), dtype=np.float64)
     zero_row = np.zeros(D, dtype=W.dtype)
     if threads > 1:
         for blk in prange(nblk):
@@ -84,25 +80,12 @@ def _hard_block(Xp, B, W, sizes, poff, act, out_norm, gate, eps, K, blk, zero_ro
                     if o + 1 < n0:
                         nxt[(k * NB + 4 * g + r) * n0 + o + 1] = tmp[2 * r + 1]
     for l in range(L):
-        n_in = sizes[l]
-        n_out = sizes[l + 1]
         if l > 0:
-            kstride = n_in * n_out
-            for k in range(K):
-                for o in range(n_out):
-                    wo = K * poff[l] + k * kstride + o * n_in
-                    for r in range(nb):
-                        ao = (k * NB + r) * n_in
-                        nxt[(k * NB + r) * n_out + o] = dot(W[wo:wo + n_in], cur[ao:ao + n_in])
-        hidden = l < L - 1
+            for o in range(sizes[l + 1]):
+                preact_row(W, K * poff[l], sizes[l] * sizes[l + 1], cur, 0, NB, nxt, 0, o, sizes[l], sizes[l + 1], K, NB,
+                           nb)
         for k in range(K):
-            for r in range(nb):
-                base = (k * NB + r) * n_out
-                if hidden or out_norm:
-                    layer_norm_act(nxt, xh, cur, rs, base, n_out, eps, act, gate, hidden)
-                else:
-                    for o in range(n_out):
-                        cur[base + o] = nxt[base + o]
+            norm_act_rows(nxt, xh, cur, rs, 0, 0, k * NB, nb, sizes[l + 1], eps, act, gate, l < L - 1, out_norm)
     for k in range(K):
         for r in range(nb):
             for c in range(C):

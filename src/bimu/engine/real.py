@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from numba import njit
 
-from bimu.engine.dense import ce_delta
+from bimu.engine.dense import backprop_rows, batch_grad_row, ce_delta
 from bimu.engine.dots import dot
 from bimu.engine.hparams import RealHP
 from bimu.engine.scalar import KERNEL_OPTS
@@ -98,14 +98,7 @@ def real_train(X, Y, n_steps, B, theta, pen, anchor, acc, path, sizes, woff, bof
             for b in range(B):
                 db = b * Pu + boff[l - 1]
                 dp = D[db:db + n_in]
-                for i in range(n_in):
-                    dp[i] = 0.0
-                for o in range(n_out):
-                    d = D[b * Pu + boff[l] + o]
-                    w0 = woff[l] + o * n_in
-                    wr = theta[w0:w0 + n_in]
-                    for i in range(n_in):
-                        dp[i] += wr[i] * d
+                backprop_rows(dp, D, b * Pu + boff[l], theta, woff[l], n_in, n_out, False)
                 zp = Z[db:db + n_in]
                 for i in range(n_in):
                     if zp[i] <= 0:
@@ -126,19 +119,7 @@ def real_train(X, Y, n_steps, B, theta, pen, anchor, acc, path, sizes, woff, bof
                         g[i] = d * inp[i]
                 else:
                     g = grow[:n_in]
-                    for i in range(n_in):
-                        g[i] = 0.0
-                    if kind == KIND_EWC:
-                        for i in range(n_in):
-                            sq[i] = 0.0
-                    for b in range(B):
-                        d = D[b * Pu + boff[l] + o]
-                        inp = X[r0 + b] if l == 0 else A[b * Pu + boff[l - 1]:b * Pu + boff[l - 1] + n_in]
-                        for i in range(n_in):
-                            g[i] += d * inp[i]
-                        if kind == KIND_EWC:
-                            for i in range(n_in):
-                                sq[i] += (d * inp[i]) * (d * inp[i])
+                    batch_grad_row(g, sq, D, boff[l] + o, X, r0, A, boff[l - 1], Pu, B, n_in, l == 0, kind == KIND_EWC)
                     for i in range(n_in):
                         g[i] = g[i] * inv_b
                     if kind == KIND_EWC:  # the per-example squared gradients

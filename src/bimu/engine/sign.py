@@ -22,7 +22,7 @@ import math
 
 from numba import njit
 
-from bimu.engine.dense import ce_delta
+from bimu.engine.dense import backprop_rows, batch_grad_row, ce_delta
 from bimu.engine.hparams import SignHP
 from bimu.engine.scalar import KERNEL_OPTS, fexp, gate_forward, gate_surrogate
 from bimu.rng import as_like
@@ -197,14 +197,7 @@ def sign_train(X, Y, n_steps, B, Wh, NP, RM, RV, mW, vW, mN, vN, sizes, woff, bo
                 for b in range(B):
                     db0 = b * Pu + boff[l - 1]
                     dp = DY[db0:db0 + n_in]
-                    for i in range(n_in):
-                        dp[i] = 0.0
-                    for o in range(n_out):
-                        d = DY[b * Pu + boff[l] + o]
-                        w0 = woff[l] + o * n_in
-                        wr = Wh[w0:w0 + n_in]
-                        for i in range(n_in):
-                            dp[i] += d if wr[i] >= 0 else -d
+                    backprop_rows(dp, DY, b * Pu + boff[l], Wh, woff[l], n_in, n_out, True)
                     ap = A[db0:db0 + n_in]
                     if use_gate:
                         for i in range(n_in):
@@ -219,13 +212,7 @@ def sign_train(X, Y, n_steps, B, Wh, NP, RM, RV, mW, vW, mN, vN, sizes, woff, bo
             n_out = sizes[l + 1]
             gr = grow[:n_in]
             for o in range(n_out):
-                for i in range(n_in):
-                    gr[i] = 0.0
-                for b in range(B):
-                    d = DY[b * Pu + boff[l] + o]
-                    inp = X[r0 + b] if l == 0 else H[b * Pu + boff[l - 1]:b * Pu + boff[l - 1] + n_in]
-                    for i in range(n_in):
-                        gr[i] += d * inp[i]
+                batch_grad_row(gr, gr, DY, boff[l] + o, X, r0, H, boff[l - 1], Pu, B, n_in, l == 0, False)
                 if B > 1:
                     for i in range(n_in):
                         gr[i] = gr[i] * inv_b
