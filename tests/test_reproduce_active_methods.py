@@ -78,7 +78,7 @@ def test_openloris_al_compares_every_method_and_rule(tmp_path, on_fixture):
     for suffix in ("methods", "accuracy-vs-queried"):
         assert (tmp_path / f"openloris-al-{suffix}.png").stat().st_size > 1000
     run = tmp_path / "runs/quick/openloris-al"
-    ste = json.loads((run / "ste-aleatoric-1/seed-0/config.json").read_text())
+    ste = json.loads((run / "ste-aleatoric-0.01/seed-0/config.json").read_text())
     assert (ste["method"], ste["strategy"], ste["mc_samples"], ste["preset"]) == ("ste", "aleatoric", 1,
                                                                                    "openloris-8192-imbalanced")
     assert json.loads((run / "bayesbinn-vr-0.1/seed-0/config.json").read_text())["mc_samples"] == 10
@@ -106,20 +106,20 @@ def test_openloris_al_compares_every_method_and_rule(tmp_path, on_fixture):
 
 def test_same_seed_same_run_and_rows_select(tmp_path, on_fixture):
     for out in ("a", "b"):
-        assert _run("openloris-al", tmp_path / out, "--rows", "mesu-vr-0.1", "ste-aleatoric-1") == 0
-    for slug in ("mesu-vr-0.1", "ste-aleatoric-1"):
+        assert _run("openloris-al", tmp_path / out, "--rows", "mesu-vr-0.1", "ste-aleatoric-0.01") == 0
+    for slug in ("mesu-vr-0.1", "ste-aleatoric-0.01"):
         a, b = (json.loads((tmp_path / o / "runs/quick/openloris-al" / slug / "seed-0/result.json").read_text())
                 for o in ("a", "b"))
         assert a == b
     ran = sorted(p.parent.parent.name for p in (tmp_path / "a/runs").rglob("result.json"))
-    assert ran == ["mesu-vr-0.1", "ste-aleatoric-1"]
+    assert ran == ["mesu-vr-0.1", "ste-aleatoric-0.01"]
     _, rows = _csv(tmp_path / "a", "openloris-al")
     assert [r[-1] for r in rows if (r[0], r[1]) in {("MESU", "VR"), ("STE", "Aleatoric")}] == ["0", "0"]
     assert all(r[-1] == "-" for r in rows if (r[0], r[1]) not in {("MESU", "VR"), ("STE", "Aleatoric")})
 
 
 def test_animals_al_compares_methods(tmp_path, on_fixture):
-    rows = ["bimu-all", "bimu-vr-0.1", "bimu-random-0.01", "bayesbinn-vr-0.1", "ste-aleatoric-1"]
+    rows = ["bimu-all", "bimu-vr-0.1", "bimu-random-0.01", "bayesbinn-vr-0.1", "ste-aleatoric-0.01"]
     assert _run("animals-al", tmp_path, "--rows", *rows) == 0
     header, table = _csv(tmp_path, "animals-al")
     assert {(r[0], r[1]) for r in table} == RULES
@@ -165,3 +165,37 @@ def test_random_at_interpolates_the_same_methods_random_curve():
 
 def test_paper_rare_gain_is_quoted():
     assert paper.cells(paper.ANIMALS_VR_RARE_GAIN) == {"rare_gain": "41", "queried": "11"}
+
+
+def test_from_runs_command_keeps_the_data_that_select_the_runs():
+    from bimu.reproduce.results_page import reproduce_command
+
+    opts = Options(scale="full", out="r", benchmark="objects-ti", stream_repeats=2, from_runs=True)
+    assert reproduce_command("openloris-al", opts) == ("bimu reproduce openloris-al --scale full --out r "
+                                                       "--benchmark objects-ti --stream-repeats 2 --from-runs")
+
+
+def test_a_diverged_run_is_a_result_shown_as_such(tmp_path, monkeypatch):
+    """A method whose weights become non-finite (MESU's Animals preset on animals-ti's raw features) is a
+    result of that configuration and seed: recorded, reused, marked in the table, left out of the means."""
+    import bimu.experiments.sweep as sweep
+    from bimu.methods.divergence import DivergenceError
+
+    def fake(benchmark, seed, **kw):
+        if kw["method"] == "mesu":
+            raise DivergenceError("mesu", "model.layers.0.mu_weight", 0)
+        return {"seed": seed, "accuracy": 0.5, "rare_accuracy": 0.25, "frequent_accuracy": 0.75,
+                "query_fraction": 1.0 if kw["strategy"] == "all" else 0.1}
+
+    monkeypatch.setattr(sweep, "run_stream", fake)
+    monkeypatch.setattr(al, "load_benchmark", lambda setup, opts: None)
+    assert _run("animals-al", tmp_path, "--rows", "mesu-all", "bimu-all") == 0
+    header, rows = _csv(tmp_path, "animals-al")
+    mesu = next(r for r in rows if r[:2] == ["MESU", "100% updates"])
+    assert mesu[header.index("Accuracy (%)")] == "-" and mesu[-1] == "0 (diverged)"
+    assert next(r for r in rows if r[:2] == ["BiMU", "100% updates"])[header.index("Accuracy (%)")] == "50.00"
+    md = (tmp_path / "animals-al.md").read_text()
+    assert ("diverged (non-finite weights; left out of the means, seeds marked): mesu-all seed 0; method 'mesu' "
+            "diverged during task 1: model.layers.0.mu_weight became non-finite") in md
+    res = json.loads((tmp_path / "runs/quick/animals-al/mesu-all/seed-0/result.json").read_text())
+    assert res["seed"] == 0 and res["diverged"].startswith("method 'mesu' diverged")

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from bimu import paper
+from bimu.methods.divergence import DivergenceError
 from bimu.reproduce.spec import Options, Report, data_status, is_standin, rows_note, selected_rows
 from bimu.reproduce.table import Table
 
@@ -213,7 +214,10 @@ def run_one(setup: ALSetup, opts: Options, entry: str, row: ALRow, seed: int) ->
         if rd.exists("result.json"):
             return 0
     rd.write_json("config.json", cfg)
-    result = run_stream(load_benchmark(setup, opts), seed=int(seed), engine=opts.engine, **row.params)
+    try:
+        result = run_stream(load_benchmark(setup, opts), seed=int(seed), engine=opts.engine, **row.params)
+    except DivergenceError as e:  # a result of this configuration and seed (the same on every rerun)
+        result = {"seed": int(seed), "diverged": str(e)}
     rd.write_json("result.json", result)
     return 0
 
@@ -258,6 +262,24 @@ def read_results(setup: ALSetup, opts: Options, name: str, row: ALRow) -> list[d
             if cfg == json.loads(json.dumps(want)):
                 out.append(json.loads((d / "result.json").read_text()))
     return out
+
+
+def seeds_cell(res: Sequence[dict]) -> str:
+    """The seeds of a row's runs, a diverged one marked (its numbers are left out of the means).
+
+    >>> seeds_cell([{"seed": 0}, {"seed": 1, "diverged": "..."}]), seeds_cell([])
+    ('0,1 (diverged)', '-')
+    """
+    return ",".join(f"{r['seed']}" + (" (diverged)" if r.get("diverged") else "") for r in res) or "-"
+
+
+def diverged_note(results: dict) -> list[str]:
+    """A note naming the runs that diverged (the first message in full), if any."""
+    bad = [(slug, r) for slug, res in results.items() for r in res if r.get("diverged")]
+    if not bad:
+        return []
+    runs = ", ".join(f"{slug} seed {r['seed']}" for slug, r in bad)
+    return [f"diverged (non-finite weights; left out of the means, seeds marked): {runs}; {bad[0][1]['diverged']}"]
 
 
 def seeds_shown(results: dict) -> list[int]:
@@ -306,7 +328,7 @@ def bimu_figure(path: Path, rows: Sequence[ALRow], results: dict, title: str) ->
 
     curves, base = {}, None
     for row in rows:
-        res = results.get(row.slug) or []
+        res = [r for r in results.get(row.slug) or [] if not r.get("diverged")]
         if not res:
             continue
         point = {k: float(np.mean([r[k] for r in res])) for k in ("accuracy", "rare_accuracy", "frequent_accuracy",
@@ -331,9 +353,9 @@ def paired_table(name: str, title: str, setup: ALSetup, rows: Sequence[ALRow], o
         res = results.get(row.slug) or []
         cells = list(row.labels)
         for _, key, paper_key in quantities:
-            cells += [pm([r[key] for r in res]), row.paper.get(paper_key, "-")]
-        out.append(cells + [",".join(str(r["seed"]) for r in res) or "-"])
-    notes = table_notes(setup, opts, name, rows=rows) + [note]
+            cells += [pm([r.get(key) for r in res]), row.paper.get(paper_key, "-")]
+        out.append(cells + [seeds_cell(res)])
+    notes = table_notes(setup, opts, name, rows=rows) + [note] + diverged_note(results)
     return Report(Table(table_title(title, setup, opts), header + ["Seeds"], out, notes), [], code, [setup.benchmark],
                   seeds_shown(results))
 
@@ -386,7 +408,7 @@ def build_query_dynamics(opts: Options, log=None) -> Report:
         ref_cells = paper.cells(paper.QUERY_DYNAMICS["Average"])
         for p in parts:
             avg += [pm(per_task[p]), ref_cells[p]]
-        out.append(avg + [pm([r["query_fraction"] for r in res])])
+        out.append(avg + [pm([r.get("query_fraction") for r in res])])
     notes = table_notes(setup, opts, "query-dynamics")
     notes += ["per task: mean ± std over seeds; Average: mean ± std over tasks of the seed means (as the paper)",
               "regions are percentiles of each task's stream: 0-24, 25-74, 75-99 (the paper's table heads its "

@@ -40,6 +40,12 @@ COMPARED = {"bimu": ("vr", 10), "mesu": ("vr", 10), "bayesbinn": ("vr", 10), "st
 comparison (Figs. animals-vr and openloris-vr): VR for the Bayesian methods, aleatoric uncertainty for
 the deterministic STE (K = 1: its network has no samples to disagree)."""
 
+STE_ALEATORIC_GRID = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0)
+"""STE's aleatoric thresholds (bits). They reach below the other methods' grid (1.0-3.5 bits): the softmax
+of STE's one deterministic binary network is nearly one-hot (at 1.0 bits it queried 0.1% of the first
+1,000 examples of objects-seq at full scale), so the grid spans its queried fractions the way the
+others' grids span theirs. Fixed from that query fraction alone, before any accuracy was looked at."""
+
 BIMU_RULES = ("vr", "entropy", "aleatoric", "epistemic")
 """BiMU's unlabelled query scores (the paper's BiMU figures; VR-True, an oracle, is left out)."""
 
@@ -81,7 +87,8 @@ def paper_cells(data: str, method: str, score: str) -> dict[str, str]:
 def rows_for(opts: Options, data: str) -> list[al.ALRow]:
     """The rows of the method comparison on ``data`` (``animals`` or ``openloris``): per method of
     :data:`COMPARED` its 100% baseline, its rule over its threshold grid
-    (:data:`bimu.experiments.sweep.DEFAULT_GRIDS`; BiMU: every score of :data:`BIMU_RULES`) and random
+    (:data:`bimu.experiments.sweep.DEFAULT_GRIDS`; STE: :data:`STE_ALEATORIC_GRID`; BiMU: every score
+    of :data:`BIMU_RULES`) and random
     querying over :data:`RANDOM_GRID`. Quick scale: the first threshold of each."""
     from bimu.experiments.sweep import DEFAULT_GRIDS
 
@@ -93,12 +100,18 @@ def rows_for(opts: Options, data: str) -> list[al.ALRow]:
         rows.append(al.ALRow([name, al.SCORE_NAMES["all"], "-"], f"{method}-all",
                              al.rule_params("all", k=k, method=method, preset=setup.preset), paper_cells(data, method, "all")))
         rules = BIMU_RULES if method == "bimu" else (rule,)
-        for score, grid in [(s, DEFAULT_GRIDS[s]) for s in rules] + [("random", RANDOM_GRID)]:
+        grids = [(s, STE_ALEATORIC_GRID if method == "ste" else DEFAULT_GRIDS[s]) for s in rules]
+        for score, grid in grids + [("random", RANDOM_GRID)]:
             for th in (grid[:1] if quick else grid):
                 rows.append(al.ALRow([name, al.SCORE_NAMES[score], f"{th:g}"], f"{method}-{score}-{th:g}",
                                      al.rule_params(score, th, k=k, method=method, preset=setup.preset),
                                      paper_cells(data, method, score)))
     return rows
+
+
+def _ok(res: Sequence[dict] | None) -> list[dict]:
+    """The runs of ``res`` that did not diverge."""
+    return [r for r in res or [] if not r.get("diverged")]
 
 
 def _means(res: Sequence[dict]) -> dict:
@@ -114,8 +127,8 @@ def _means(res: Sequence[dict]) -> dict:
 def random_at(rows: Sequence[al.ALRow], results: dict, method: str, fraction: float) -> dict[str, float | None]:
     """The method's random querying at queried fraction ``fraction``: accuracy overall and on rare
     classes interpolated between the seed means of its random rows (``None`` outside their range)."""
-    pts = [_means(results[r.slug]) for r in rows
-           if r.params["method"] == method and r.params["strategy"] == "random" and results.get(r.slug)]
+    pts = [_means(_ok(results.get(r.slug))) for r in rows
+           if r.params["method"] == method and r.params["strategy"] == "random" and _ok(results.get(r.slug))]
     return {k: interpolate([(p["query_fraction"], p[k]) for p in pts], fraction)
             for k in ("accuracy", "rare_accuracy")}
 
@@ -131,13 +144,13 @@ def methods_table(name: str, title: str, setup: al.ALSetup, rows: Sequence[al.AL
     for row in rows:
         res = results.get(row.slug) or []
         same = {"accuracy": None, "rare_accuracy": None}
-        if res and row.params["strategy"] not in ("all", "random"):
-            same = random_at(rows, results, row.params["method"], _means(res)["query_fraction"])
-        out.append(row.labels + [al.pm([r["query_fraction"] for r in res]), al.pm([r["accuracy"] for r in res]),
+        if _ok(res) and row.params["strategy"] not in ("all", "random"):
+            same = random_at(rows, results, row.params["method"], _means(_ok(res))["query_fraction"])
+        out.append(row.labels + [al.pm([r.get("query_fraction") for r in res]), al.pm([r.get("accuracy") for r in res]),
                                  al.pm([r.get("rare_accuracy") for r in res]),
                                  al.pm([r.get("frequent_accuracy") for r in res])]
                    + ["-" if v is None else f"{100 * v:.2f}" for v in same.values()]
-                   + [row.paper.get("acc", "-"), ",".join(str(r["seed"]) for r in res) or "-"])
+                   + [row.paper.get("acc", "-"), al.seeds_cell(res)])
     presets = ", ".join(f"{paper.METHOD_NAMES[m]} {setup.preset}" for m in COMPARED)
     notes = al.table_notes(setup, opts, name, rows=rows)
     notes[0] = notes[0].replace(f"method BiMU (preset {setup.preset})", f"methods and presets: {presets}")
@@ -149,6 +162,7 @@ def methods_table(name: str, title: str, setup: al.ALSetup, rows: Sequence[al.AL
               "Random, same queried: the same method's random querying at this row's queried fraction, "
               "interpolated linearly between the seed means of its random rows ('-': outside their range)",
               "the paper gives these curves as figures; its column holds the points its text quotes (BiMU)"]
+    notes += al.diverged_note(results)
     return Table(al.table_title(title, setup, opts), header, out, notes)
 
 
@@ -162,14 +176,14 @@ def methods_figure(path: Path, rows: Sequence[al.ALRow], results: dict, title: s
     for i, (method, (rule, _)) in enumerate(COMPARED.items()):
         name = paper.METHOD_NAMES[method]
         for score in (rule, "random"):
-            pts = [_means(results[r.slug]) for r in rows if r.params["method"] == method
-                   and r.params["strategy"] == score and results.get(r.slug)]
+            pts = [_means(_ok(results.get(r.slug))) for r in rows if r.params["method"] == method
+                   and r.params["strategy"] == score and _ok(results.get(r.slug))]
             if pts:
                 label = f"{name} {al.SCORE_NAMES[score]}"
                 curves[label], colors[label] = pts, f"C{i}"
         base = [r for r in rows if r.params["method"] == method and r.params["strategy"] == "all"]
-        if base and results.get(base[0].slug):
-            baselines[f"{name} 100%"] = _means(results[base[0].slug])
+        if base and _ok(results.get(base[0].slug)):
+            baselines[f"{name} 100%"] = _means(_ok(results.get(base[0].slug)))
             colors[f"{name} 100%"] = f"C{i}"
     plot_accuracy_vs_queried(curves, path, title=title, baselines=baselines, colors=colors)
 
@@ -181,7 +195,7 @@ def build_for(data: str, name: str, title: str):
         results, code = al.run_al_rows(name, setup, rows, opts, log)
         table = methods_table(name, title, setup, rows, results, opts)
         figs = []
-        if any(results.values()):
+        if any(map(_ok, results.values())):
             figs.append(Path(opts.out) / f"{name}-methods.png")
             methods_figure(figs[-1], rows, results, table.title)
             bimu_rows = [r for r in rows if r.params["method"] == "bimu"]

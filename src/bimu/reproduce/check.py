@@ -65,7 +65,8 @@ def section_options(command: str, page: Path) -> tuple[str, Options, Path]:
     except SystemExit as e:
         raise PageCheckError(f"cannot read the command {command!r}") from e
     out = ns.out or "reproduce"
-    opts = Options(scale=ns.scale or "full", out=out, benchmark=ns.benchmark, from_runs=True)
+    opts = Options(scale=ns.scale or "full", out=out, benchmark=ns.benchmark, from_runs=True,
+                   stream_repeats=ns.stream_repeats or 1)
     return words[2], opts, find_out(out, page)
 
 
