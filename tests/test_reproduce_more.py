@@ -115,6 +115,8 @@ def test_quick_entry(name, quick_out):
     # our numeric cells are finite numbers; every row has at least one
     paper_cols = {i for i, h in enumerate(header) if h.startswith("Paper")}
     for r in rows:
+        if r[-1].endswith("(diverged)"):  # e.g. MESU's Animals preset on animals-ti's raw features: no numbers
+            continue
         ours = [c for i, c in enumerate(r) if i not in paper_cols and re.fullmatch(r"-?\d+(\.\d+)?( ± \d+\.\d+)?", c)]
         assert ours, r
         assert all(math.isfinite(float(c.split(" ± ")[0])) for c in ours)
