@@ -248,7 +248,7 @@ def test_quick_scale_and_stand_in_rows_are_not_judged():
     full = spec.Options(seeds=(0, 1), scale="full")
     sentry = entries.ENTRIES["standardisation"]
     srows = sentry.rows(full)
-    assert all(r.config.benchmark == "objects-ti" for r in srows if r.config is not None)
+    assert all(r.config.benchmark == "objects-seq" for r in srows if r.config is not None)
     summ = {r.slug: [{"seed": s, "final_mean_acc": 0.01 * s, "ood_auc": {"epistemic": 0.5, "aleatoric": 0.5},
                       "complete": True} for s in (0, 1)] for r in srows if r.config is not None}
     table = runtable.run_table(sentry, full, srows, summ)

@@ -106,8 +106,8 @@ def test_check_fails_on_an_edited_note_and_a_section_it_cannot_recompute(small_p
     root = _copy(small_page, tmp_path)
     page = _build(root, monkeypatch)
     text = page.read_text().replace("mean ± std over seeds (sample std)", "mean ± std over seeds (population std)")
-    text += ("\n## query-dynamics: Temporal distribution of VR updates\n\n"
-             "- command: `bimu reproduce query-dynamics --scale full --out results/small`\n\n| Task | x |\n|---|---|\n"
+    text += ("\n## compute-cost: Compute cost\n\n"
+             "- command: `bimu reproduce compute-cost --scale full --out results/small`\n\n| Task | x |\n|---|---|\n"
              "| Task 1 | 9.09 |\n")
     page.write_text(text)
     capsys.readouterr()
@@ -115,8 +115,8 @@ def test_check_fails_on_an_edited_note_and_a_section_it_cannot_recompute(small_p
     out = capsys.readouterr().out
     assert "page line not recomputed: - runs under results/small/runs/quick/memory-window; mean ± std over seeds " \
            "(population std)" in out
-    assert ("  query-dynamics: Temporal distribution of VR updates: query-dynamics: its numbers come from runs that "
-            "'bimu reproduce query-dynamics' trains and reads itself; they cannot be recomputed from run files") in out
+    assert ("  compute-cost: Compute cost: not a bimu reproduce command: bimu reproduce compute-cost --scale full "
+            "--out results/small") in out
 
 
 def test_check_refuses_a_file_that_is_not_a_results_page(tmp_path, capsys):
@@ -128,13 +128,14 @@ def test_check_refuses_a_file_that_is_not_a_results_page(tmp_path, capsys):
     assert main(["report", "--check", str(tmp_path / "none.md")]) == 2
 
 
-def test_from_runs_trains_nothing_and_refuses_an_entry_that_trains_its_own(tmp_path, capsys):
+def test_from_runs_trains_nothing(tmp_path, capsys):
     assert main(["reproduce", "memory-window", "--scale", "quick", "--out", str(tmp_path), "--from-runs"]) == 0
     assert not (tmp_path / "runs").exists()
     manifest = json.loads((tmp_path / "memory-window.json").read_text())
     assert manifest["table"]["rows"] == [] and manifest["seeds"] == []
-    assert main(["reproduce", "query-dynamics", "--scale", "quick", "--out", str(tmp_path), "--from-runs"]) == 2
-    assert "--from-runs builds the run tables" in capsys.readouterr().err
+    assert main(["reproduce", "query-dynamics", "--scale", "quick", "--out", str(tmp_path), "--from-runs"]) == 0
+    assert not (tmp_path / "runs").exists()  # an active-learning entry reads its runs too, training nothing
+    assert json.loads((tmp_path / "query-dynamics.json").read_text())["seeds"] == []
 
 
 def test_the_published_results_page_agrees_with_the_committed_runs(capsys):

@@ -153,29 +153,38 @@ QUERY_PANELS = (("accuracy", "overall"), ("frequent_accuracy", "frequent classes
 
 
 def plot_accuracy_vs_queried(curves: dict, path: str | os.PathLike | None = None, baseline: dict | None = None,
-                             title: str = "", dashed=("random",)) -> Figure:
+                             title: str = "", dashed=("random",), baselines: dict | None = None,
+                             colors: dict | None = None) -> Figure:
     """Accuracy vs queried fraction in three panels (overall, frequent, rare classes), as the paper's
     active-learning figures. ``curves``: label -> list of points, each a dict with ``query_fraction``
-    and the panel keys (fractions in [0, 1]); ``baseline``: the 100%-update point drawn as a horizontal
-    line. Returns the figure (also written to ``path`` if given)."""
+    and the panel keys (fractions in [0, 1]; a point with ``<key>_sd`` gets that error bar); a label
+    containing a word of ``dashed`` is drawn dashed. ``baseline``: the 100%-update point drawn as a
+    black horizontal line; ``baselines``: label -> such a point, one dotted line each. ``colors``: label
+    -> colour of its curve or line. Returns the figure (also written to ``path`` if given)."""
     fig = _figure(15, 4.3)
     axes = fig.subplots(1, 3)
+    colors = colors or {}
     for ax, (key, name) in zip(axes, QUERY_PANELS):
         for label, pts in curves.items():
-            pts = sorted((p["query_fraction"], p.get(key, float("nan"))) for p in pts)
+            pts = sorted((p["query_fraction"], p.get(key, float("nan")), p.get(key + "_sd", 0.0)) for p in pts)
             if not pts:
                 continue
-            xs, ys = zip(*pts)
-            ax.plot(100 * np.asarray(xs, float), 100 * np.asarray(ys, float), marker="o", label=label,
-                    linestyle="--" if label.split(" ")[0].lower() in dashed else "-")
+            xs, ys, sds = (100 * np.asarray(v, float) for v in zip(*pts))
+            style = "--" if any(w.lower() in dashed for w in label.split(" ")) else "-"
+            ax.errorbar(xs, ys, yerr=sds if np.any(sds > 0) else None, marker="o", label=label, linestyle=style,
+                        color=colors.get(label), capsize=2)
         if baseline and np.isfinite(baseline.get(key, float("nan"))):
             ax.axhline(100 * baseline[key], color="k", linestyle=":", label="100% updates")
+        for label, point in (baselines or {}).items():
+            if np.isfinite(point.get(key, float("nan"))):
+                ax.axhline(100 * point[key], color=colors.get(label, "k"), linestyle=":", label=label)
         ax.set_xscale("log")
         ax.set_xlabel("queried labels / updates (% of stream, log)")
         ax.set_ylabel(f"accuracy, {name} (%)")
         ax.set_title(name)
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=8)
+    if axes[0].get_legend_handles_labels()[0]:
+        axes[0].legend(fontsize=7)
     if title:
         fig.suptitle(title)
     return _finish(fig, path)

@@ -1,17 +1,21 @@
-"""``bimu reproduce`` entries of the active-learning experiments: ``animals-al``, ``openloris-al``,
-``vr-samples``, ``budget-controller`` and ``query-dynamics``.
+"""``bimu reproduce`` entries of the active-learning experiments: what they share (rows, run
+directories, tables), and ``vr-samples``, ``budget-controller`` and ``query-dynamics``
+(``animals-al`` and ``openloris-al``, the method comparison: :mod:`bimu.reproduce.al_methods`).
 
-Each row is one query rule (score and threshold, or budget controller; ``all`` is the 100%-update
-baseline) run by :func:`bimu.experiments.sweep.run_stream` (one pass over every task, then accuracy on
-every task's test set, overall / rare / frequent classes). Every (row, seed) is a job with its own run
-directory ``OUT/runs/<scale>/<entry>/<row>/seed-<s>/`` holding ``config.json`` and ``result.json``
-(written atomically): a second invocation reuses completed runs, a directory holding a different
-configuration is an error, and ``--jobs`` runs them side by side.
+Each row is one query rule of one method (score and threshold, or budget controller; ``all`` is the
+100%-update baseline) run by :func:`bimu.experiments.sweep.run_stream` (one pass over every task, then
+accuracy on every task's test set, overall / rare / frequent classes). Every (row, seed) is a job with
+its own run directory ``OUT/runs/<scale>/<entry>/<row>/seed-<s>/`` holding ``config.json`` and
+``result.json`` (written atomically): a second invocation reuses completed runs, a directory holding a
+different configuration is an error, ``--jobs`` runs them side by side, ``--rows`` runs some of them
+and ``--from-runs`` trains nothing and reads the complete runs on disk.
 
-Data: the offline stand-ins ``animals-ti`` (Animals) and ``objects-ti`` (imbalanced OpenLORIS-Object)
-unless ``--benchmark animals`` / ``--benchmark openloris`` names the real data set (which must be
-present). The paper quotes only a few points of its accuracy-vs-queried figures in the text; those
-points are the paper column, the rest of the figure has no numbers to compare with.
+Data: the offline stand-ins ``animals-ti`` (Animals) and ``objects-seq`` (imbalanced OpenLORIS-Object:
+its structure of object instances filmed as frame sequences, docs/objects-seq.md) unless
+``--benchmark`` names the real data set (``animals`` / ``openloris``, which must be present) or the
+older OpenLORIS stand-in ``objects-ti``. The paper quotes only a few points of its accuracy-vs-queried
+figures in the text; those points are the paper column, the rest of the figure has no numbers to
+compare with.
 
 >>> [r.slug for r in rows_vr_samples(Options(scale="quick"))][:3]
 ['all', 'vr-K2-n1', 'vr-K3-n1']
@@ -31,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from bimu import paper
+from bimu.methods.divergence import DivergenceError
 from bimu.reproduce.spec import Options, Report, data_status, is_standin, rows_note, selected_rows
 from bimu.reproduce.table import Table
 
@@ -97,12 +102,19 @@ def animals_setup(opts: Options) -> ALSetup:
     return ALSetup(bench, _with_repeats({"n_features": 1024 if opts.scale == "quick" else None}, opts), "animals")
 
 
+OPENLORIS_BENCHMARKS = ("objects-seq", "objects-ti", "openloris")
+"""What ``--benchmark`` may name in the OpenLORIS active-learning entries (the first is the default)."""
+
+
 def objects_setup(opts: Options) -> ALSetup:
-    """``objects-ti`` (stand-in, imbalanced) or ``openloris`` (imbalanced), 8,192 features (quick 1,024)."""
-    bench = opts.benchmark or "objects-ti"
-    if bench not in ("objects-ti", "openloris"):
-        raise ValueError(f"--benchmark for the OpenLORIS active-learning entries must be objects-ti or "
-                         f"openloris, got {bench!r}")
+    """Imbalanced ``objects-seq`` (the default stand-in), ``objects-ti`` (the older stand-in) or
+    ``openloris`` (the real data), 8,192 features (quick 1,024)."""
+    from bimu.reproduce.features import feature_benchmark
+
+    bench = feature_benchmark(opts)
+    if bench not in OPENLORIS_BENCHMARKS:
+        raise ValueError(f"--benchmark for the OpenLORIS active-learning entries must be one of "
+                         f"{', '.join(OPENLORIS_BENCHMARKS)}, got {bench!r}")
     options = {"n_features": 1024 if opts.scale == "quick" else 8192}
     if bench == "openloris":
         options["imbalanced"] = True
@@ -145,31 +157,6 @@ def rule_params(score: str, threshold=None, *, budget=None, gamma=0.5, k=10, met
     """Keyword arguments of :func:`~bimu.experiments.sweep.run_stream` for one query rule."""
     return {"method": method, "strategy": score, "threshold": threshold, "budget": budget,
             "budget_exponent": gamma, "mc_samples": k, "preset": preset}
-
-
-def _grid_rows(opts: Options, setup: ALSetup, points: dict) -> list[ALRow]:
-    from bimu.experiments.sweep import DEFAULT_GRIDS
-
-    quick = opts.scale == "quick"
-    rows = [ALRow([SCORE_NAMES["all"], "-"], "all", rule_params("all", preset=setup.preset),
-                  {"acc": points.get("all", "-")})]
-    for score in ("vr", "entropy", "aleatoric", "epistemic", "random"):
-        grid = DEFAULT_GRIDS[score][:1] if quick else DEFAULT_GRIDS[score]
-        for th in grid:
-            rows.append(ALRow([SCORE_NAMES[score], f"{th:g}"], f"{score}-{th:g}",
-                              rule_params(score, th, preset=setup.preset), {"acc": points.get(score, "-")}))
-    return rows
-
-
-def rows_animals(opts: Options) -> list[ALRow]:
-    """BiMU on imbalanced Animals: the 100% baseline, VR, the entropies and random querying over their
-    threshold grids (:data:`bimu.experiments.sweep.DEFAULT_GRIDS`; quick: the first threshold of each)."""
-    return _grid_rows(opts, animals_setup(opts), paper_points(paper.ANIMALS_AL_BASELINE, paper.ANIMALS_VR_POINTS))
-
-
-def rows_openloris_al(opts: Options) -> list[ALRow]:
-    """The same on imbalanced OpenLORIS-Object (8,192 features)."""
-    return _grid_rows(opts, objects_setup(opts), paper_points(paper.OPENLORIS_AL_BASELINE, paper.OPENLORIS_VR_POINTS))
 
 
 def rows_vr_samples(opts: Options) -> list[ALRow]:
@@ -227,64 +214,121 @@ def run_one(setup: ALSetup, opts: Options, entry: str, row: ALRow, seed: int) ->
         if rd.exists("result.json"):
             return 0
     rd.write_json("config.json", cfg)
-    result = run_stream(load_benchmark(setup, opts), seed=int(seed), engine=opts.engine, **row.params)
+    try:
+        result = run_stream(load_benchmark(setup, opts), seed=int(seed), engine=opts.engine, **row.params)
+    except DivergenceError as e:  # a result of this configuration and seed (the same on every rerun)
+        result = {"seed": int(seed), "diverged": str(e)}
     rd.write_json("result.json", result)
     return 0
 
 
 def run_al_rows(name: str, setup: ALSetup, rows: Sequence[ALRow], opts: Options, log=None):
-    """Run every (row, seed) job (``opts.jobs`` side by side); returns ``(results by slug, exit code)``."""
+    """Run every (row, seed) job (``opts.jobs`` side by side; with ``opts.from_runs`` none); returns
+    ``(results by slug, exit code)`` (:func:`read_results`)."""
     import torch
 
     from bimu.experiments.parallel import Job, run_jobs
 
-    torch.set_num_threads(int(opts.threads))
     chosen = selected_rows(opts, name, [r.slug for r in rows])
-    load_benchmark(setup, opts)  # a missing data set fails here, before any job starts
-    jobs = [Job(f"{row.slug}/seed-{s}", run_one, (setup, opts, name, row, s)) for row in rows for s in opts.seeds
-            if row.slug in chosen]
-    codes = run_jobs(jobs, opts.jobs, log=log, scheduler=opts.scheduler, shared=opts.out)
-    results = {}
-    for row in rows:
-        got = []
-        for s in opts.seeds:
-            p = run_dir_of(opts, name, row, s) / "result.json"
-            if p.is_file():
-                got.append(json.loads(p.read_text()))
-        results[row.slug] = got
-    return results, max(codes.values(), default=0)
+    code = 0
+    if not opts.from_runs:
+        torch.set_num_threads(int(opts.threads))
+        load_benchmark(setup, opts)  # a missing data set fails here, before any job starts
+        jobs = [Job(f"{row.slug}/seed-{s}", run_one, (setup, opts, name, row, s)) for row in rows
+                for s in opts.seeds if row.slug in chosen]
+        codes = run_jobs(jobs, opts.jobs, log=log, scheduler=opts.scheduler, shared=opts.out)
+        code = max(codes.values(), default=0)
+    return {row.slug: read_results(setup, opts, name, row) for row in rows}, code
+
+
+def read_results(setup: ALSetup, opts: Options, name: str, row: ALRow) -> list[dict]:
+    """The complete runs of ``row`` (seed order): of the seeds ``opts.seeds``, or with
+    ``opts.from_runs`` of every ``seed-<s>`` folder on disk; a run counts when its ``config.json`` is
+    this row's configuration (whatever engine ran it) and its ``result.json`` is written."""
+    folder = run_dir_of(opts, name, row, 0).parent
+    if opts.from_runs:
+        found = folder.glob("seed-*") if folder.is_dir() else []
+        seeds = sorted(int(p.name[5:]) for p in found if p.name[5:].isdigit())
+    else:
+        seeds = list(opts.seeds)
+    out = []
+    for s in seeds:
+        d = run_dir_of(opts, name, row, s)
+        if (d / "result.json").is_file() and (d / "config.json").is_file():
+            cfg = json.loads((d / "config.json").read_text())
+            want = _job_config(setup, opts, row, s)
+            cfg.pop("engine", None)
+            want.pop("engine", None)
+            if cfg == json.loads(json.dumps(want)):
+                out.append(json.loads((d / "result.json").read_text()))
+    return out
+
+
+def seeds_cell(res: Sequence[dict]) -> str:
+    """The seeds of a row's runs, a diverged one marked (its numbers are left out of the means).
+
+    >>> seeds_cell([{"seed": 0}, {"seed": 1, "diverged": "..."}]), seeds_cell([])
+    ('0,1 (diverged)', '-')
+    """
+    return ",".join(f"{r['seed']}" + (" (diverged)" if r.get("diverged") else "") for r in res) or "-"
+
+
+def diverged_note(results: dict) -> list[str]:
+    """A note naming the runs that diverged (the first message in full), if any."""
+    bad = [(slug, r) for slug, res in results.items() for r in res if r.get("diverged")]
+    if not bad:
+        return []
+    runs = ", ".join(f"{slug} seed {r['seed']}" for slug, r in bad)
+    return [f"diverged (non-finite weights; left out of the means, seeds marked): {runs}; {bad[0][1]['diverged']}"]
+
+
+def seeds_shown(results: dict) -> list[int]:
+    """Every seed with a complete run in ``results`` (for the manifest)."""
+    return sorted({int(r["seed"]) for res in results.values() for r in res})
 
 
 # ------------------------------------------------------------------------------------ tables
-def _pm(vals, scale=100.0, digits=2) -> str:
+def pm(vals, scale=100.0, digits=2) -> str:
+    """Mean ± sample sd of the numbers among ``vals`` (times ``scale``); ``-`` without any."""
     from bimu.report.tables import fmt_pm
 
     return fmt_pm([v for v in vals if v is not None], scale, digits)
 
 
-def _notes(setup: ALSetup, opts: Options, name: str, method: str = "bimu", rows: Sequence[ALRow] = ()) -> list[str]:
-    notes = [f"data: {setup.benchmark} ({data_status(setup.benchmark)}), options {setup.options}; "
-             f"method {paper.METHOD_NAMES.get(method, method)} (preset {setup.preset}); runs under "
-             f"{Path(opts.out) / 'runs' / opts.scale / name}; mean ± std over seeds (sample std)"]
+def table_notes(setup: ALSetup, opts: Options, name: str, method: str = "bimu", rows: Sequence[ALRow] = ()) -> list[str]:
+    """The notes every active-learning table carries: data, method, runs, stand-in, scale, ``--rows``."""
+    out = [f"data: {setup.benchmark} ({data_status(setup.benchmark)}), options {setup.options}; "
+           f"method {paper.METHOD_NAMES.get(method, method)} (preset {setup.preset}); runs under "
+           f"{Path(opts.out) / 'runs' / opts.scale / name}; mean ± std over seeds (sample std)"]
     if is_standin(setup.benchmark):
-        notes.append(f"STAND-IN: {setup.benchmark} is an offline substitute built from Tiny-ImageNet "
-                     "(EfficientNet-Lite0 features), not the paper's data set")
+        out.append(f"STAND-IN: {setup.benchmark} is an offline substitute built from Tiny-ImageNet "
+                   "(EfficientNet-Lite0 features), not the paper's data set"
+                   + ("; it has OpenLORIS-Object's structure (object instances filmed as frame sequences, test "
+                      "frames from the same recordings; docs/objects-seq.md)" if setup.benchmark == "objects-seq"
+                      else ""))
     if opts.scale == "quick":
-        notes.append("quick scale: 2 tasks (1 for Animals) of 60 examples and 1 024 features; a smoke test, "
-                     "not comparable with the paper's numbers")
-    return notes + rows_note(opts, [r.slug for r in rows])
+        out.append("quick scale: 2 tasks (1 for Animals) of 60 examples and 1 024 features; a smoke test, "
+                   "not comparable with the paper's numbers")
+    if opts.from_runs:
+        out.append("built from the complete runs on disk (--from-runs): every seed found")
+    return out + rows_note(opts, [r.slug for r in rows])
 
 
-def _title(base: str, setup: ALSetup, opts: Options) -> str:
+def table_title(base: str, setup: ALSetup, opts: Options) -> str:
+    """``base`` with the stand-in, stream repeats and quick scale marked."""
     return (base + (f" [stand-in: {setup.benchmark}]" if is_standin(setup.benchmark) else "")
             + (f" [stream x{opts.stream_repeats}]" if opts.stream_repeats != 1 else "")
             + ("" if opts.scale == "full" else " [quick]"))
 
 
-def _curve_points(rows: Sequence[ALRow], results: dict, group) -> tuple[dict, dict | None]:
+def bimu_figure(path: Path, rows: Sequence[ALRow], results: dict, title: str) -> None:
+    """Accuracy (overall, frequent, rare) vs queried fraction of ``rows``, one curve per query rule
+    (seed means), the 100%-update row as the horizontal line (the paper's BiMU figures)."""
+    from bimu.report.plots import plot_accuracy_vs_queried
+
     curves, base = {}, None
     for row in rows:
-        res = results.get(row.slug) or []
+        res = [r for r in results.get(row.slug) or [] if not r.get("diverged")]
         if not res:
             continue
         point = {k: float(np.mean([r[k] for r in res])) for k in ("accuracy", "rare_accuracy", "frequent_accuracy",
@@ -292,49 +336,8 @@ def _curve_points(rows: Sequence[ALRow], results: dict, group) -> tuple[dict, di
         if row.params["strategy"] == "all":
             base = point
         else:
-            curves.setdefault(group(row), []).append(point)
-    return curves, base
-
-
-def queried_table(name: str, title: str, setup: ALSetup, rows: Sequence[ALRow], results: dict, opts: Options,
-                  figure: bool = True) -> Report:
-    """Accuracy (overall / rare / frequent) and queried fraction per query rule, with the paper's quoted
-    points, and the three-panel accuracy-vs-queried figure."""
-    from bimu.report.plots import plot_accuracy_vs_queried
-
-    header = ["Query rule", "Threshold", "Queried (%)", "Accuracy (%)", "Rare classes (%)", "Frequent classes (%)",
-              "Paper (accuracy %)", "Seeds"]
-    out = []
-    for row in rows:
-        res = results.get(row.slug) or []
-        out.append(row.labels + [_pm([r["query_fraction"] for r in res]), _pm([r["accuracy"] for r in res]),
-                                 _pm([r.get("rare_accuracy") for r in res]),
-                                 _pm([r.get("frequent_accuracy") for r in res]), row.paper.get("acc", "-"),
-                                 ",".join(str(r["seed"]) for r in res) or "-"])
-    notes = _notes(setup, opts, name, rows=rows)
-    notes.append("the paper gives these curves as figures; its column holds the points its text quotes "
-                 "(BiMU, overall accuracy)")
-    table = Table(_title(title, setup, opts), header, out, notes)
-    figs = []
-    if figure:
-        curves, base = _curve_points(rows, results, lambda r: r.labels[0])
-        if curves or base:
-            path = Path(opts.out) / f"{name}-accuracy-vs-queried.png"
-            plot_accuracy_vs_queried(curves, path, baseline=base, title=table.title)
-            figs.append(path)
-    return Report(table, figs, 0, [setup.benchmark])
-
-
-def build_grid(name: str, title: str, setup_fn, rows_fn):
-    """A ``build(opts, log)`` for the accuracy-vs-queried entries."""
-    def build(opts: Options, log=None) -> Report:
-        setup, rows = setup_fn(opts), rows_fn(opts)
-        results, code = run_al_rows(name, setup, rows, opts, log)
-        rep = queried_table(name, title, setup, rows, results, opts)
-        rep.code = code
-        return rep
-    build.__doc__ = f"Run (or reuse) the rows of ``{name}`` and build its table and figure."
-    return build
+            curves.setdefault(SCORE_NAMES[row.params["strategy"]], []).append(point)
+    plot_accuracy_vs_queried(curves, path, baseline=base, title=title)
 
 
 def paired_table(name: str, title: str, setup: ALSetup, rows: Sequence[ALRow], opts: Options, log,
@@ -350,10 +353,11 @@ def paired_table(name: str, title: str, setup: ALSetup, rows: Sequence[ALRow], o
         res = results.get(row.slug) or []
         cells = list(row.labels)
         for _, key, paper_key in quantities:
-            cells += [_pm([r[key] for r in res]), row.paper.get(paper_key, "-")]
-        out.append(cells + [",".join(str(r["seed"]) for r in res) or "-"])
-    notes = _notes(setup, opts, name, rows=rows) + [note]
-    return Report(Table(_title(title, setup, opts), header + ["Seeds"], out, notes), [], code, [setup.benchmark])
+            cells += [pm([r.get(key) for r in res]), row.paper.get(paper_key, "-")]
+        out.append(cells + [seeds_cell(res)])
+    notes = table_notes(setup, opts, name, rows=rows) + [note] + diverged_note(results)
+    return Report(Table(table_title(title, setup, opts), header + ["Seeds"], out, notes), [], code, [setup.benchmark],
+                  seeds_shown(results))
 
 
 def build_vr_samples(opts: Options, log=None) -> Report:
@@ -395,23 +399,23 @@ def build_query_dynamics(opts: Options, log=None) -> Report:
             ref = ref_cells[p]
             vals = [r["task_quarters"][str(t)][p] for r in res if str(t) in r.get("task_quarters", {})]
             per_task[p].append(float(np.mean(vals)) if vals else math.nan)
-            cells += [_pm(vals), ref]
-        cells.append(_pm([r["task_quarters"][str(t)]["query_fraction"] for r in res
+            cells += [pm(vals), ref]
+        cells.append(pm([r["task_quarters"][str(t)]["query_fraction"] for r in res
                           if str(t) in r.get("task_quarters", {})]))
         out.append(cells)
     if tasks:
         avg = ["Average"]
         ref_cells = paper.cells(paper.QUERY_DYNAMICS["Average"])
         for p in parts:
-            avg += [_pm(per_task[p]), ref_cells[p]]
-        out.append(avg + [_pm([r["query_fraction"] for r in res])])
-    notes = _notes(setup, opts, "query-dynamics")
+            avg += [pm(per_task[p]), ref_cells[p]]
+        out.append(avg + [pm([r.get("query_fraction") for r in res])])
+    notes = table_notes(setup, opts, "query-dynamics")
     notes += ["per task: mean ± std over seeds; Average: mean ± std over tasks of the seed means (as the paper)",
               "regions are percentiles of each task's stream: 0-24, 25-74, 75-99 (the paper's table heads its "
               "columns 0-24, 25-73 and 74-99, its text 0-24, 25-74 and 74-99)",
               "VR, K = 10, threshold 0.1 (the paper's best fixed threshold); the paper's part (a), accuracy at "
               "checkpoints inside each task, is not reproduced (the stream is evaluated after the whole stream)"]
-    return Report(Table(_title("Temporal distribution of VR updates per task (imbalanced OpenLORIS-Object)", setup,
-                               opts), header, out, notes), [], code, [setup.benchmark])
+    return Report(Table(table_title("Temporal distribution of VR updates per task (imbalanced OpenLORIS-Object)",
+                                    setup, opts), header, out, notes), [], code, [setup.benchmark], seeds_shown(results))
 
 

@@ -20,6 +20,7 @@ A relative ``--out`` is looked up from the page's folder upwards (the repository
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import shlex
 import tempfile
@@ -64,7 +65,8 @@ def section_options(command: str, page: Path) -> tuple[str, Options, Path]:
     except SystemExit as e:
         raise PageCheckError(f"cannot read the command {command!r}") from e
     out = ns.out or "reproduce"
-    opts = Options(scale=ns.scale or "full", out=out, benchmark=ns.benchmark, from_runs=True)
+    opts = Options(scale=ns.scale or "full", out=out, benchmark=ns.benchmark, from_runs=True,
+                   stream_repeats=ns.stream_repeats or 1)
     return words[2], opts, find_out(out, page)
 
 
@@ -92,15 +94,19 @@ def recompute(name: str, opts: Options, folder: Path) -> dict:
     benchmarks: list[str] = []
     seeds: list[int] = [0]
     shown = str(opts.out)
-    if entry.build is not None and not entry.computed:
+    if entry.build is not None and not (entry.computed or entry.reads_runs):
         raise PageCheckError(f"{name}: its numbers come from runs that 'bimu reproduce {name}' trains and "
                              "reads itself; they cannot be recomputed from run files")
     if entry.build is not None:
         with tempfile.TemporaryDirectory() as tmp:
+            if entry.reads_runs and (folder / "runs").is_dir():  # read the runs there, write figures here
+                os.symlink((folder / "runs").resolve(), Path(tmp) / "runs")
             rep = entry.build(dataclasses.replace(opts, out=tmp), None)
             table = rep.table
             table.notes = [n.replace(tmp, shown) for n in table.notes]
             files = {Path(f).stem: Path(f).name for f in rep.figures}
+            if entry.reads_runs:
+                benchmarks, seeds = list(rep.benchmarks), list(rep.seeds or [])
     elif entry.rows is None:
         table = memory_footprint_report(opts, entry.title)
     else:

@@ -5,7 +5,7 @@ A run table's entry lists its rows (:mod:`bimu.reproduce.pmnist`, :mod:`bimu.rep
 each row is run into ``OUT/runs/<scale>/<entry>/<row>/`` (one run directory per seed below it), so a
 second invocation reuses every completed run and resumes interrupted ones
 (:mod:`bimu.reproduce.runtable`). Other entries build their own report
-(:mod:`bimu.reproduce.active_learning`, :mod:`bimu.reproduce.figures`). The report is written as
+(:mod:`bimu.reproduce.al_methods`, :mod:`bimu.reproduce.active_learning`, :mod:`bimu.reproduce.figures`). The report is written as
 ``OUT/<entry>.md``, ``.csv`` and ``.tex`` (mean ± std over seeds of each quantity, the paper's own number
 in the adjacent column), figures as ``OUT/<entry>-*.png`` and a manifest ``OUT/<entry>.json`` (command,
 seeds, scale, real or stand-in data) from which ``bimu report --results-page`` builds
@@ -23,6 +23,7 @@ import dataclasses
 from pathlib import Path
 
 from bimu.reproduce import active_learning as al
+from bimu.reproduce import al_methods
 from bimu.reproduce.features import rows_bwt, rows_openloris, rows_standardisation
 from bimu.reproduce.figures import accuracy_per_task_figure, learning_rate_map, probability_histograms_figure
 from bimu.reproduce.pmnist import (memory_footprint_report, rows_activation, rows_memory_window, rows_pmnist_1000,
@@ -47,18 +48,23 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in (
           figures=accuracy_per_task_figure),
     Entry("standardisation", "OpenLORIS-Object with standardised 8 192 features",
           ("Method",), ("mean_acc", "auc_alea", "auc_epi"), rows_standardisation),
-    Entry("animals-al", "Imbalanced Animals active learning: accuracy vs queried fraction",
-          build=al.build_grid("animals-al", "Imbalanced Animals active learning (BiMU): accuracy vs queried fraction",
-                              al.animals_setup, al.rows_animals), repeatable_stream=True),
-    Entry("openloris-al", "Imbalanced OpenLORIS-Object active continual learning: accuracy vs queried fraction",
-          build=al.build_grid("openloris-al", "Imbalanced OpenLORIS-Object active continual learning (BiMU): "
-                              "accuracy vs queried fraction", al.objects_setup, al.rows_openloris_al),
-          repeatable_stream=True),
-    Entry("vr-samples", "Number of VR predictors K", build=al.build_vr_samples, repeatable_stream=True),
-    Entry("budget-controller", "Budget-driven adaptive VR thresholding", build=al.build_budget,
-          repeatable_stream=True),
-    Entry("query-dynamics", "Temporal distribution of VR updates", build=al.build_query_dynamics,
-          repeatable_stream=True),
+    Entry("animals-al", "Imbalanced Animals active learning, methods compared: accuracy vs queried fraction",
+          ("Method", "Query rule", "Threshold"),
+          build=al_methods.build_for("animals", "animals-al", "Imbalanced Animals active learning (BiMU, MESU, "
+                                     "BayesBiNN, STE): accuracy vs queried fraction"),
+          repeatable_stream=True, reads_runs=True),
+    Entry("openloris-al", "Imbalanced OpenLORIS-Object active continual learning, methods compared: accuracy vs "
+          "queried fraction", ("Method", "Query rule", "Threshold"),
+          build=al_methods.build_for("openloris", "openloris-al", "Imbalanced OpenLORIS-Object active continual "
+                                     "learning (BiMU, MESU, BayesBiNN, STE): accuracy vs queried fraction"),
+          repeatable_stream=True, reads_runs=True),
+    Entry("vr-samples", "Number of VR predictors K", ("Samples", "Threshold"), build=al.build_vr_samples, repeatable_stream=True,
+          reads_runs=True),
+    Entry("budget-controller", "Budget-driven adaptive VR thresholding", ("Method", "Controller setting"),
+          build=al.build_budget,
+          repeatable_stream=True, reads_runs=True),
+    Entry("query-dynamics", "Temporal distribution of VR updates", ("Task",), build=al.build_query_dynamics,
+          repeatable_stream=True, reads_runs=True),
     Entry("learning-rate-map", "BiMU learning-rate colour map", build=learning_rate_map, computed=True),
 )}
 """``bimu reproduce NAME`` -> its entry, in the order ``bimu reproduce --help`` lists them."""
@@ -91,8 +97,8 @@ def reproduce(name: str, opts: Options, log=None) -> tuple[Table, dict[str, Path
     if opts.stream_repeats != 1 and not entry.repeatable_stream:
         raise ValueError(f"--stream-repeats applies to the active-learning entries "
                          f"({', '.join(sorted(e for e in ENTRIES if ENTRIES[e].repeatable_stream))}), not {name!r}")
-    if opts.from_runs and entry.build is not None and not entry.computed:
-        raise ValueError(f"--from-runs builds the run tables ({', '.join(from_runs_entries())}) from their "
+    if opts.from_runs and entry.build is not None and not (entry.computed or entry.reads_runs):
+        raise ValueError(f"--from-runs builds these tables ({', '.join(from_runs_entries())}) from their "
                          f"runs; {name!r} builds its own runs")
     benchmarks: list[str] = []
     figures: list[Path] = []
@@ -100,6 +106,8 @@ def reproduce(name: str, opts: Options, log=None) -> tuple[Table, dict[str, Path
     if entry.build is not None:
         rep = entry.build(opts, log)
         table, code, figures, benchmarks = rep.table, rep.code, list(rep.figures), list(rep.benchmarks)
+        if rep.seeds is not None:
+            seeds = list(rep.seeds)
     elif entry.rows is None:
         table, code = memory_footprint_report(opts, entry.title), 0
     elif opts.from_runs:  # figures need checkpoints, which committed runs do not keep
@@ -121,5 +129,6 @@ def reproduce(name: str, opts: Options, log=None) -> tuple[Table, dict[str, Path
 
 
 def from_runs_entries() -> list[str]:
-    """The entries ``--from-runs`` applies to: the run tables and the computed ones."""
-    return [n for n, e in ENTRIES.items() if e.build is None or e.computed]
+    """The entries ``--from-runs`` applies to: the run tables, the computed ones and the active-learning
+    entries (which read their runs' ``result.json``)."""
+    return [n for n, e in ENTRIES.items() if e.build is None or e.computed or e.reads_runs]

@@ -1,13 +1,15 @@
 """The OpenLORIS-Object tables of ``bimu reproduce``: ``openloris`` (Table 2), ``standardisation`` and
 ``bwt`` (backward transfer on 1000-task Permuted MNIST and on OpenLORIS-Object).
 
-The OpenLORIS rows run on the offline stand-in ``objects-ti`` (Tiny-ImageNet objects under synthetic
-nuisance factors, :mod:`bimu.data.feature_benchmarks`) unless ``--benchmark openloris`` is given and the
-real data are present; their reports say "stand-in" in the title. The stand-in's backbone gives 11,520
-features where the paper's VGG19 gives 25,088: the "full" rows use all of them.
+The OpenLORIS rows run on the offline stand-in ``objects-seq`` (OpenLORIS-Object's structure: 69 object
+instances recorded as frame sequences under 12 nuisance conditions, docs/objects-seq.md) unless
+``--benchmark`` names another: ``openloris`` (the real data, which must be present) or ``objects-ti``
+(the older stand-in of unrelated Tiny-ImageNet photos, which has no redundancy in its stream); their
+reports say "stand-in" in the title. The stand-ins' backbone gives 11,520 features where the paper's
+VGG19 gives 25,088: the "full" rows use all of them.
 
 >>> feature_benchmark(Options()), feature_benchmark(Options(benchmark="openloris"))
-('objects-ti', 'openloris')
+('objects-seq', 'openloris')
 """
 
 from __future__ import annotations
@@ -18,20 +20,25 @@ from bimu.reproduce.pmnist import QUICK_METHODS, rows_pmnist_1000
 from bimu.reproduce.spec import Options, Row, is_standin, share_runs
 
 ALL_FEATURES_NOTE = ("'full' / 'all' features: all of the benchmark's backbone features (25 088 VGG19 features in "
-                     "the paper; 11 520 EfficientNet-Lite0 features on the stand-in objects-ti)")
+                     "the paper; 11 520 EfficientNet-Lite0 features on the stand-ins objects-seq and objects-ti)")
 """Note of the all-features rows."""
 
 STANDARDISED_NOTE = ("hyperparameters: each method's openloris-8192-std preset (the paper's table hpo-openloris-std, "
                      "tuned on standardised features)")
 """Note of the standardisation table."""
 
+OPENLORIS_STANDIN = "objects-seq"
+"""The default benchmark of every OpenLORIS entry: the stand-in with OpenLORIS-Object's structure
+(instances filmed as videos, near-duplicate consecutive frames, test frames from the same recordings),
+on which the paper's active-learning claims can be tested (docs/objects-seq.md)."""
+
 FEATURES = (1024, 8192, None)
 """Feature counts of Table 2 (``None``: all the backbone's features: 25,088 for VGG19)."""
 
 
 def feature_benchmark(opts: Options) -> str:
-    """The benchmark of the OpenLORIS entries: ``--benchmark`` or the stand-in ``objects-ti``."""
-    return opts.benchmark or "objects-ti"
+    """The benchmark of the OpenLORIS entries: ``--benchmark`` or the stand-in :data:`OPENLORIS_STANDIN`."""
+    return opts.benchmark or OPENLORIS_STANDIN
 
 
 def _fmt_features(n) -> str:

@@ -26,9 +26,11 @@ def add_options(parser: argparse.ArgumentParser) -> None:
                              "--jobs processes here; --out must be a folder every worker sees at the same path "
                              "(docs/distributed.md)")
     parser.add_argument("--benchmark", default=None,
-                        help="feature-benchmark entries (openloris, standardisation, *-al, vr-samples, "
+                        help="feature-benchmark entries (openloris, standardisation, bwt, *-al, vr-samples, "
                              "budget-controller, query-dynamics): run on this benchmark instead of the "
-                             "offline stand-in, e.g. openloris when its data are present")
+                             "offline stand-in (objects-seq for OpenLORIS, animals-ti for Animals), e.g. "
+                             "openloris or animals when their data are present, or objects-ti (the older "
+                             "OpenLORIS stand-in)")
     parser.add_argument("--rows", nargs="+", default=None, metavar="SLUG",
                         help="run only these rows of the table (their folder names under OUT/runs/SCALE/NAME, "
                              "e.g. bimu); the other rows' completed runs are still shown")

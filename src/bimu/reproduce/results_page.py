@@ -36,8 +36,13 @@ STUDIES = (
 
 def reproduce_command(name: str, opts) -> str:
     """The ``bimu reproduce`` command line that regenerates (or reuses) this report."""
-    if getattr(opts, "from_runs", False):
-        return " ".join(["bimu", "reproduce", name, "--scale", opts.scale, "--out", str(opts.out), "--from-runs"])
+    if getattr(opts, "from_runs", False):  # the data and stream select which runs are read
+        parts = ["bimu", "reproduce", name, "--scale", opts.scale, "--out", str(opts.out)]
+        if getattr(opts, "benchmark", None):
+            parts += ["--benchmark", opts.benchmark]
+        if getattr(opts, "stream_repeats", 1) != 1:
+            parts += ["--stream-repeats", str(opts.stream_repeats)]
+        return " ".join(parts + ["--from-runs"])
     parts = ["bimu", "reproduce", name, "--scale", opts.scale, "--seeds", str(len(opts.seeds)), "--out",
              str(opts.out)]
     if getattr(opts, "benchmark", None):

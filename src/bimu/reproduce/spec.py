@@ -142,6 +142,8 @@ class Report:
     figures: list[Path] = dataclasses.field(default_factory=list)
     code: int = 0
     benchmarks: list[str] = dataclasses.field(default_factory=list)
+    seeds: list[int] | None = None
+    """The seeds its table shows (``None``: the seeds asked for)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,6 +163,9 @@ class Entry:
     """Whether ``--stream-repeats`` applies (the active-learning entries)."""
     computed: bool = False
     """Whether ``build`` trains nothing (a table computed directly, such as a formula's values)."""
+    reads_runs: bool = False
+    """Whether ``build`` honours ``--from-runs`` (builds its table from the complete runs on disk,
+    training nothing)."""
 
 
 def row_dir(opts: Options, entry: str, row: Row) -> Path:

@@ -1,0 +1,206 @@
+"""``bimu reproduce animals-al`` and ``openloris-al``: the active-learning method comparison (the
+paper's Figs. animals-bimu / vgg19-8192, animals-vr / openloris-vr and the per-method appendix figures).
+
+Each compared method (:data:`COMPARED`) runs its 100%-update baseline, its paper query rule over a
+threshold grid (BiMU, MESU and BayesBiNN: variation ratio with K = 10 posterior samples; STE, which
+has no posterior: aleatoric uncertainty of its one deterministic network) and random querying over
+:data:`RANDOM_GRID`, with its own hyperparameter preset of the paper's appendix tables
+(``animals``: tab:hpo-animals; ``openloris-8192-imbalanced``: tab:hpo-bayes-bimu). BiMU also runs the
+other unlabelled scores (predictive, aleatoric, epistemic), as the paper's BiMU figures. Each row is
+one (method, rule, threshold); each (row, seed) its own run directory
+``OUT/runs/<scale>/<entry>/<method>-<rule>[-<threshold>]/seed-<s>/``.
+
+The table gives accuracy overall / rare / frequent and the queried fraction (mean ± sd over seeds),
+and beside each queried row the same method's random querying at the same queried fraction (linear
+interpolation between the seed means of its random points), so the rule and random querying are
+compared at matched budget. Two figures: ``NAME-methods.png`` (one curve per method and rule, its
+random querying dashed in the same colour, each method's 100% baseline dotted; mean ± sd over seeds)
+and ``NAME-accuracy-vs-queried.png`` (BiMU, every rule).
+
+>>> [r.slug for r in rows_for(Options(scale="quick"), "animals")][:4]
+['bimu-all', 'bimu-vr-0.1', 'bimu-entropy-1', 'bimu-aleatoric-1']
+>>> interpolate([(0.02, 0.5), (0.10, 0.9)], 0.06), interpolate([(0.02, 0.5), (0.10, 0.9)], 0.2)
+(0.7, None)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from bimu import paper
+from bimu.reproduce import active_learning as al
+from bimu.reproduce.spec import Options, Report
+from bimu.reproduce.table import Table
+
+COMPARED = {"bimu": ("vr", 10), "mesu": ("vr", 10), "bayesbinn": ("vr", 10), "ste": ("aleatoric", 1)}
+"""Method -> (its query rule, Monte Carlo samples K of the query decision), as the paper's method
+comparison (Figs. animals-vr and openloris-vr): VR for the Bayesian methods, aleatoric uncertainty for
+the deterministic STE (K = 1: its network has no samples to disagree)."""
+
+STE_ALEATORIC_GRID = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0)
+"""STE's aleatoric thresholds (bits). They reach below the other methods' grid (1.0-3.5 bits): the softmax
+of STE's one deterministic binary network is nearly one-hot (at 1.0 bits it queried 0.1% of the first
+1,000 examples of objects-seq at full scale), so the grid spans its queried fractions the way the
+others' grids span theirs. Fixed from that query fraction alone, before any accuracy was looked at."""
+
+BIMU_RULES = ("vr", "entropy", "aleatoric", "epistemic")
+"""BiMU's unlabelled query scores (the paper's BiMU figures; VR-True, an oracle, is left out)."""
+
+RANDOM_GRID = (0.01, 0.02, 0.05, 0.1, 0.2, 0.4)
+"""Random querying probabilities: from below the paper's VR budgets on OpenLORIS (3-4%) to above its
+Animals ones (11-18%), so every rule point has a random point on each side to compare with."""
+
+SETUPS = {"animals": al.animals_setup, "openloris": al.objects_setup}
+"""Entry data -> its setup function."""
+
+PAPER_POINTS = {"animals": (paper.ANIMALS_AL_BASELINE, paper.ANIMALS_VR_POINTS),
+                "openloris": (paper.OPENLORIS_AL_BASELINE, paper.OPENLORIS_VR_POINTS)}
+"""The points the paper's text quotes for BiMU (its baseline and VR points), by entry data."""
+
+
+def interpolate(points: Sequence[tuple[float, float]], x: float) -> float | None:
+    """The value at ``x`` of the piecewise-linear curve through ``points`` ``(x, y)``; ``None`` outside
+    their range (no extrapolation)."""
+    pts = sorted((float(a), float(b)) for a, b in points if np.isfinite(a) and np.isfinite(b))
+    if not pts or not pts[0][0] <= x <= pts[-1][0]:
+        return None
+    xs, ys = zip(*pts)
+    return float(np.interp(x, xs, ys))
+
+
+def paper_cells(data: str, method: str, score: str) -> dict[str, str]:
+    """The paper column of a row: the points its text quotes (BiMU's 100% baseline and VR points, and on
+    Animals VR's rare-class gain over random querying); ``-`` for the others (figures only)."""
+    if method != "bimu" or score not in ("all", "vr"):
+        return {}
+    base, vr = PAPER_POINTS[data]
+    text = al.paper_points(base, vr)[score]
+    if data == "animals" and score == "vr":
+        gain = paper.cells(paper.ANIMALS_VR_RARE_GAIN)
+        text += f"; rare classes +{gain['rare_gain']} points over random at {gain['queried']}% queried"
+    return {"acc": text}
+
+
+def rows_for(opts: Options, data: str) -> list[al.ALRow]:
+    """The rows of the method comparison on ``data`` (``animals`` or ``openloris``): per method of
+    :data:`COMPARED` its 100% baseline, its rule over its threshold grid
+    (:data:`bimu.experiments.sweep.DEFAULT_GRIDS`; STE: :data:`STE_ALEATORIC_GRID`; BiMU: every score
+    of :data:`BIMU_RULES`) and random
+    querying over :data:`RANDOM_GRID`. Quick scale: the first threshold of each."""
+    from bimu.experiments.sweep import DEFAULT_GRIDS
+
+    setup = SETUPS[data](opts)
+    quick = opts.scale == "quick"
+    rows = []
+    for method, (rule, k) in COMPARED.items():
+        name = paper.METHOD_NAMES[method]
+        rows.append(al.ALRow([name, al.SCORE_NAMES["all"], "-"], f"{method}-all",
+                             al.rule_params("all", k=k, method=method, preset=setup.preset), paper_cells(data, method, "all")))
+        rules = BIMU_RULES if method == "bimu" else (rule,)
+        grids = [(s, STE_ALEATORIC_GRID if method == "ste" else DEFAULT_GRIDS[s]) for s in rules]
+        for score, grid in grids + [("random", RANDOM_GRID)]:
+            for th in (grid[:1] if quick else grid):
+                rows.append(al.ALRow([name, al.SCORE_NAMES[score], f"{th:g}"], f"{method}-{score}-{th:g}",
+                                     al.rule_params(score, th, k=k, method=method, preset=setup.preset),
+                                     paper_cells(data, method, score)))
+    return rows
+
+
+def _ok(res: Sequence[dict] | None) -> list[dict]:
+    """The runs of ``res`` that did not diverge."""
+    return [r for r in res or [] if not r.get("diverged")]
+
+
+def _means(res: Sequence[dict]) -> dict:
+    """Seed means and sample sds (``<key>_sd``; 0 with one seed) of a row's results."""
+    out = {}
+    for k in ("accuracy", "rare_accuracy", "frequent_accuracy", "query_fraction"):
+        vals = [float(r[k]) for r in res if r.get(k) is not None and np.isfinite(float(r[k]))]
+        out[k] = float(np.mean(vals)) if vals else float("nan")
+        out[k + "_sd"] = float(np.std(vals, ddof=1)) if len(vals) > 1 else 0.0
+    return out
+
+
+def random_at(rows: Sequence[al.ALRow], results: dict, method: str, fraction: float) -> dict[str, float | None]:
+    """The method's random querying at queried fraction ``fraction``: accuracy overall and on rare
+    classes interpolated between the seed means of its random rows (``None`` outside their range)."""
+    pts = [_means(_ok(results.get(r.slug))) for r in rows
+           if r.params["method"] == method and r.params["strategy"] == "random" and _ok(results.get(r.slug))]
+    return {k: interpolate([(p["query_fraction"], p[k]) for p in pts], fraction)
+            for k in ("accuracy", "rare_accuracy")}
+
+
+def methods_table(name: str, title: str, setup: al.ALSetup, rows: Sequence[al.ALRow], results: dict,
+                  opts: Options) -> Table:
+    """The comparison table: method, rule, threshold, queried %, accuracy overall / rare / frequent
+    (mean ± sd over seeds), random querying at the same queried fraction, the paper's points, seeds."""
+    header = ["Method", "Query rule", "Threshold", "Queried (%)", "Accuracy (%)", "Rare classes (%)",
+              "Frequent classes (%)", "Random, same queried: accuracy (%)", "Random, same queried: rare (%)",
+              "Paper (accuracy %)", "Seeds"]
+    out = []
+    for row in rows:
+        res = results.get(row.slug) or []
+        same = {"accuracy": None, "rare_accuracy": None}
+        if _ok(res) and row.params["strategy"] not in ("all", "random"):
+            same = random_at(rows, results, row.params["method"], _means(_ok(res))["query_fraction"])
+        out.append(row.labels + [al.pm([r.get("query_fraction") for r in res]), al.pm([r.get("accuracy") for r in res]),
+                                 al.pm([r.get("rare_accuracy") for r in res]),
+                                 al.pm([r.get("frequent_accuracy") for r in res])]
+                   + ["-" if v is None else f"{100 * v:.2f}" for v in same.values()]
+                   + [row.paper.get("acc", "-"), al.seeds_cell(res)])
+    presets = ", ".join(f"{paper.METHOD_NAMES[m]} {setup.preset}" for m in COMPARED)
+    notes = al.table_notes(setup, opts, name, rows=rows)
+    notes[0] = notes[0].replace(f"method BiMU (preset {setup.preset})", f"methods and presets: {presets}")
+    notes += [f"rules: BiMU, MESU and BayesBiNN query by VR (K = {COMPARED['bimu'][1]} posterior samples), STE by "
+              "aleatoric uncertainty (its one deterministic network, K = 1), as the paper; BiMU also by "
+              "predictive, aleatoric and epistemic uncertainty; every method also queries at random; the "
+              "hyperparameters are each method's preset of the paper's appendix table for these data, "
+              "tuned without querying and not retuned per rule (as the paper)",
+              "Random, same queried: the same method's random querying at this row's queried fraction, "
+              "interpolated linearly between the seed means of its random rows ('-': outside their range)",
+              "the paper gives these curves as figures; its column holds the points its text quotes (BiMU)"]
+    notes += al.diverged_note(results)
+    return Table(al.table_title(title, setup, opts), header, out, notes)
+
+
+def methods_figure(path: Path, rows: Sequence[al.ALRow], results: dict, title: str) -> None:
+    """The paper's method-comparison figure: accuracy (overall, frequent, rare) vs queried fraction,
+    one curve per method and rule (mean ± sd over seeds), its random querying dashed in the same colour,
+    its 100% baseline dotted."""
+    from bimu.report.plots import plot_accuracy_vs_queried
+
+    curves, baselines, colors = {}, {}, {}
+    for i, (method, (rule, _)) in enumerate(COMPARED.items()):
+        name = paper.METHOD_NAMES[method]
+        for score in (rule, "random"):
+            pts = [_means(_ok(results.get(r.slug))) for r in rows if r.params["method"] == method
+                   and r.params["strategy"] == score and _ok(results.get(r.slug))]
+            if pts:
+                label = f"{name} {al.SCORE_NAMES[score]}"
+                curves[label], colors[label] = pts, f"C{i}"
+        base = [r for r in rows if r.params["method"] == method and r.params["strategy"] == "all"]
+        if base and _ok(results.get(base[0].slug)):
+            baselines[f"{name} 100%"] = _means(_ok(results.get(base[0].slug)))
+            colors[f"{name} 100%"] = f"C{i}"
+    plot_accuracy_vs_queried(curves, path, title=title, baselines=baselines, colors=colors)
+
+
+def build_for(data: str, name: str, title: str):
+    """A ``build(opts, log)`` of the method comparison on ``data``."""
+    def build(opts: Options, log=None) -> Report:
+        setup, rows = SETUPS[data](opts), rows_for(opts, data)
+        results, code = al.run_al_rows(name, setup, rows, opts, log)
+        table = methods_table(name, title, setup, rows, results, opts)
+        figs = []
+        if any(map(_ok, results.values())):
+            figs.append(Path(opts.out) / f"{name}-methods.png")
+            methods_figure(figs[-1], rows, results, table.title)
+            bimu_rows = [r for r in rows if r.params["method"] == "bimu"]
+            figs.append(Path(opts.out) / f"{name}-accuracy-vs-queried.png")
+            al.bimu_figure(figs[-1], bimu_rows, results, table.title + " - BiMU, every rule")
+        return Report(table, figs, code, [setup.benchmark], seeds=al.seeds_shown(results))
+    build.__doc__ = f"Run (or, with --from-runs, read) the rows of ``{name}`` and build its table and figures."
+    return build
