@@ -60,7 +60,8 @@ def describe_error(e: BaseException) -> str:
 def add_run_options(p: argparse.ArgumentParser) -> None:
     """The options of ``bimu run`` (defaults are :class:`~bimu.experiments.config.RunConfig`'s)."""
     p.add_argument("benchmark", help="benchmark name (e.g. pmnist) or your own data as FILE.npz (arrays x_train, "
-                                     "y_train, x_test, y_test; optional task_train, task_test, x_ood)")
+                                     "y_train, x_test, y_test; optional task_train, task_test, x_ood) or "
+                                     "a FOLDER of images (train/ and test/, each [<task>/]<class>/*.jpg)")
     g = p.add_argument_group("stream and method")
     g.add_argument("--method", default=_S, help="method name (default bimu)")
     g.add_argument("--tasks", type=int, default=_S, help="number of tasks (default: all of a fixed benchmark's tasks; 10 for pmnist)")

@@ -30,6 +30,7 @@ BENCHMARK_MODULES: tuple[str, ...] = (
     "bimu.data.permuted",
     "bimu.data.feature_benchmarks",
     "bimu.data.own",
+    "bimu.data.own_images",
 )
 """``bimu.data`` plugin modules that register benchmarks when imported."""
 

@@ -99,13 +99,24 @@ def _mapping(v):
     return {str(k): v[k] for k in v}
 
 
+def _is_image_folder(benchmark: str) -> bool:
+    """Whether ``benchmark`` names an existing folder rather than a registered benchmark."""
+    if not Path(benchmark).expanduser().is_dir():
+        return False
+    from bimu.data.benchmarks import available_benchmarks
+
+    return benchmark not in available_benchmarks()
+
+
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
     """One experiment: a benchmark, a method, seeds, evaluation schedule and run options.
 
     Attributes (all validated):
         benchmark, method: registered names; a benchmark ending in ``.npz`` is your own data file
-            (:mod:`bimu.data.own`), stored as the benchmark ``npz`` with its absolute ``path`` option.
+            (:mod:`bimu.data.own`), stored as the benchmark ``npz`` with its absolute ``path`` option; an
+            existing folder that is not a registered name is your own images (:mod:`bimu.data.own_images`),
+            stored as the benchmark ``image-folder`` with its absolute ``path`` option.
         tasks: number of tasks in the stream (``None``: all of a fixed benchmark's tasks; 10 for
             streams of configurable length such as ``pmnist``).
         seeds: one run (and run directory) per seed.
@@ -211,13 +222,17 @@ class RunConfig:
             if check is not None and not check[0](value):
                 raise ValueError(f"config {f.name!r} must be {check[1]}, got {raw!r}")
             object.__setattr__(self, f.name, value)
-        if self.benchmark.lower().endswith(".npz"):  # bimu run FILE.npz: the registered 'npz' benchmark
+        # bimu run FILE.npz / bimu run FOLDER: the registered 'npz' / 'image-folder' benchmark on that path
+        own = (("file", "npz") if self.benchmark.lower().endswith(".npz")
+               else ("folder", "image-folder") if _is_image_folder(self.benchmark) else None)
+        if own is not None:
+            what, name = own
             if "path" in self.benchmark_options:
-                raise ValueError(f"config 'benchmark' is the file {self.benchmark!r} and 'benchmark_options' "
-                                 "names another path; give the file once")
+                raise ValueError(f"config 'benchmark' is the {what} {self.benchmark!r} and 'benchmark_options' "
+                                 f"names another path; give the {what} once")
             path = str(Path(self.benchmark).expanduser().resolve())
             object.__setattr__(self, "benchmark_options", {**self.benchmark_options, "path": path})
-            object.__setattr__(self, "benchmark", "npz")
+            object.__setattr__(self, "benchmark", name)
 
     # ------------------------------------------------------------------ construction
     @classmethod
