@@ -169,7 +169,7 @@ def image_folder_benchmark(data_dir=None, path: str | None = None, backbone="eff
 
 
 def _register() -> None:
-    from bimu.data.benchmarks import register_benchmark
+    from bimu.data.registry import register_benchmark
 
     register_benchmark("image-folder", image_folder_benchmark, default_hidden=(), preset="openloris-8192",
                        description="your own images, a folder of class folders (bimu run FOLDER)")
