@@ -161,7 +161,8 @@ def image_folder_benchmark(data_dir=None, path: str | None = None, backbone="eff
     train = [extract(items) for items in scan["train"]]
     test = [extract(items) for items in scan["test"]]
     ood = ex(scan["ood"]) if scan["ood"] else None
-    # each task's training images shuffled per seed (the class folders list them class by class)
+    # the class folders list the images class by class: ArrayBenchmark presents each task's training
+    # images shuffled per (seed, task)
     bench = ArrayBenchmark(folder.name, train, test, ood, class_names=scan["classes"],
                       description=f"own images ({folder.name}, {ex.key} features)")
     bench.source = {"path": str(folder.resolve()), "sha256": fingerprint}
