@@ -41,6 +41,14 @@ class Accounting:
         self._asked.append(bool(asked))
         self._task.append(-1 if task is None else int(task))
 
+    def record_predictions(self, asked, forward_passes: int, task: int | None = None) -> None:
+        """One :meth:`record_prediction` per entry of ``asked`` (bools, in stream order)."""
+        asked = [bool(a) for a in asked]
+        self.examples_seen += len(asked)
+        self.forward_passes += int(forward_passes) * len(asked)
+        self._asked.extend(asked)
+        self._task.extend([-1 if task is None else int(task)] * len(asked))
+
     def record_update(self) -> None:
         """One label was given and one update (one backward pass, one weight write) was applied."""
         self.labels_queried += 1

@@ -27,6 +27,9 @@ from bimu.active.scores import SCORES, canonical_score, dissent_count, score_val
 from bimu.active.threshold import ThresholdRule, vote_threshold
 from bimu.methods.base import OnlineMethod, check_labels, generator_on, seeded_generator
 
+QUERY_KEY_RANGE = 2**62
+"""Each example's key for a method's ``query_samples`` is drawn from the query generator in ``[0, this)``."""
+
 
 class Acquisition:
     """A query rule: a named score with a fixed threshold or the budget controller.
@@ -153,7 +156,10 @@ class ActiveLearner:
 
     - ``predict_one(x[1, D], y=None) -> (prediction, ask)``: ``K`` hard-sample forward passes through
       ``method.predict_samples(x, n_samples=K)`` (with the learner's own query generator, which follows
-      the method's device, so evaluation draws never change the stream); if not asked,
+      the method's device, so evaluation draws never change the stream), or, for a method with
+      ``query_samples`` (the fused BiMU and BayesBiNN), through ``method.query_samples(x, K, key)`` with
+      one key per example drawn from the query generator (:mod:`bimu.engine.query`: K fresh samples per
+      example; the prediction is the argmax of the mean log-softmax, computed in float64); if not asked,
       ``method.observe_unlabelled(1)`` (no label, no backward pass, no weight write). ``y`` is
       required only by the oracle ``vr-true``.
     - ``learn_one(x, y)``: ``method.learn`` on the labelled example (one label, one backward pass,
@@ -203,8 +209,12 @@ class ActiveLearner:
         label = None if y is None else self._as_label(y)
         k = self.acquisition.mc_samples
         self.query_generator = generator_on(self.query_generator, self.method.device)
-        probs = self.method.predict_samples(x, n_samples=k, generator=self.query_generator)
-        prediction = int(torch.log(probs.clamp_min(1e-30)).mean(0).argmax(-1)[0])
+        if hasattr(self.method, "query_samples"):  # the fused binary methods' query sampler
+            key = int(torch.randint(0, QUERY_KEY_RANGE, (1,), generator=self.query_generator))
+            probs, prediction = self.method.query_samples(x, k, key)
+        else:
+            probs = self.method.predict_samples(x, n_samples=k, generator=self.query_generator)
+            prediction = int(torch.log(probs.clamp_min(1e-30)).mean(0).argmax(-1)[0])
         label = None if label is None else label.to(probs.device)
         ask, score, tau = self.acquisition.decide(probs, self.ledger.labels_queried, self.ledger.examples_seen,
                                                   label)

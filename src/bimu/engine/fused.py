@@ -32,6 +32,7 @@ from bimu.engine.base import FusedMethod
 from bimu.engine.binary_train import train_steps
 from bimu.engine.fastpath import make_scratch
 from bimu.engine.hard_eval import hard_forward
+from bimu.engine.query import QueryPlanes
 from bimu.engine.hparams import ACT_GATE, ACT_SIGN, KIND_BAYESBINN, KIND_BIMU, BinaryHP, Cfg, pack
 from bimu.engine.rowpass import MAX_SAMPLES, train_steps_b1_kernel
 from bimu.engine.sampling import sample_weights
@@ -138,6 +139,7 @@ class _FusedBinary(FusedMethod):
             applied = train_steps(xn, yn, n_steps, batch, self.lam, self.prior, self.W, self._sizes, self._poff,
                                   self._cfg, self._hp, self.train_key, self.train_step)
         self.train_step += n_steps
+        self._query = None
         return int(applied)
 
     # ----------------------------------------------------------------- prediction
@@ -169,6 +171,21 @@ class _FusedBinary(FusedMethod):
         """Argmax of the mean log-probability over hard samples (the paper's rule), ``[B]`` int64."""
         return torch.from_numpy(scores_from_logits(self._logits(x, n_samples, generator))[2])
 
+    def query_planes(self) -> QueryPlanes:
+        """The query sampler's thresholds of the current lambda (:mod:`bimu.engine.query`), rebuilt
+        after the method learns or loads a state (not after writes into :meth:`layer_lambdas` views)."""
+        if getattr(self, "_query", None) is None:
+            self._query = QueryPlanes(self)
+        return self._query
+
+    def query_samples(self, x, n_samples: int, key: int) -> tuple[torch.Tensor, int]:
+        """Class probabilities ``[S, 1, C]`` (float32) of one example under S fresh hard samples drawn
+        from the 62-bit integer ``key`` (:mod:`bimu.engine.query`), and its prediction (argmax of the
+        mean log-softmax). The evaluation counter is not used."""
+        xn, _ = self._as_inputs(x)
+        probs, _, pred = scores_from_logits(self.query_planes().logits(xn[0], key, int(n_samples)))[:3]
+        return torch.from_numpy(probs.astype(np.float32, copy=False)), int(pred[0])
+
     # ----------------------------------------------------------------- state
     def modules_state(self) -> dict[str, Any]:
         """Lambda (one tensor per layer), prior, and the two counters that select future draws."""
@@ -192,6 +209,7 @@ class _FusedBinary(FusedMethod):
         self.train_step = int(state["train_step"])
         self._load_counters(state)
         self._resample()
+        self._query = None
 
     def memory_bytes(self) -> int:
         """Lambda (plus a per-parameter prior where the method keeps one)."""

@@ -10,6 +10,55 @@ from numba import njit, prange
 from bimu.engine.scalar import KERNEL_OPTS
 
 
+@njit(inline="always", fastmath=False, **KERNEL_OPTS)
+def example_scores(logits, b, probs, votes, pred, vr, pe, al, ep, mlp, mp, ex):
+    """:func:`scores_from_logits` of example ``b`` (``mlp``, ``mp``: zeroed float64 ``[C]``; ``ex``: float64
+    ``[C]`` scratch); ``votes[b]`` must start at zero."""
+    K = logits.shape[0]
+    C = logits.shape[2]
+    inv_ln2 = 1.0 / math.log(2.0)
+    hsum = 0.0
+    for k in range(K):
+        mx = logits[k, b, 0]
+        for c in range(1, C):
+            mx = max(mx, logits[k, b, c])
+        s = 0.0
+        for c in range(C):
+            ex[c] = math.exp(logits[k, b, c] - mx)
+            s += ex[c]
+        ls = math.log(s)
+        best = 0
+        h = 0.0
+        for c in range(C):
+            probs[k, b, c] = ex[c] / s
+            pf = probs[k, b, c]
+            if pf > probs[k, b, best]:
+                best = c
+            lp = (logits[k, b, c] - mx) - ls
+            mlp[c] += lp
+            mp[c] += pf
+            if pf > 0:
+                h -= pf * lp
+        votes[b, best] += 1
+        hsum += h
+    bc = 0
+    mv = votes[b, 0]
+    for c in range(C):
+        if mlp[c] > mlp[bc]:
+            bc = c
+        mv = max(mv, votes[b, c])
+    pred[b] = bc
+    vr[b] = 1.0 - mv / K
+    hp_ = 0.0
+    for c in range(C):
+        q = mp[c] / K
+        if q > 0:
+            hp_ -= q * math.log(q)
+    pe[b] = hp_ * inv_ln2
+    al[b] = hsum / K * inv_ln2
+    ep[b] = max(pe[b] - al[b], 0.0)
+
+
 @njit(parallel=True, fastmath=False, **KERNEL_OPTS)
 def scores_from_logits(logits):
     """Softmax probabilities and label-free scores from logits ``[K, B, C]``.
@@ -26,49 +75,7 @@ def scores_from_logits(logits):
     pe = np.empty(B, dtype=np.float64)
     al = np.empty(B, dtype=np.float64)
     ep = np.empty(B, dtype=np.float64)
-    inv_ln2 = 1.0 / math.log(2.0)
     for b in prange(B):
-        mlp = np.zeros(C, dtype=np.float64)
-        mp = np.zeros(C, dtype=np.float64)
-        ex = np.empty(C, dtype=np.float64)
-        hsum = 0.0
-        for k in range(K):
-            mx = logits[k, b, 0]
-            for c in range(1, C):
-                mx = max(mx, logits[k, b, c])
-            s = 0.0
-            for c in range(C):
-                ex[c] = math.exp(logits[k, b, c] - mx)
-                s += ex[c]
-            ls = math.log(s)
-            best = 0
-            h = 0.0
-            for c in range(C):
-                probs[k, b, c] = ex[c] / s
-                pf = probs[k, b, c]
-                if pf > probs[k, b, best]:
-                    best = c
-                lp = (logits[k, b, c] - mx) - ls
-                mlp[c] += lp
-                mp[c] += pf
-                if pf > 0:
-                    h -= pf * lp
-            votes[b, best] += 1
-            hsum += h
-        bc = 0
-        mv = votes[b, 0]
-        for c in range(C):
-            if mlp[c] > mlp[bc]:
-                bc = c
-            mv = max(mv, votes[b, c])
-        pred[b] = bc
-        vr[b] = 1.0 - mv / K
-        hp_ = 0.0
-        for c in range(C):
-            q = mp[c] / K
-            if q > 0:
-                hp_ -= q * math.log(q)
-        pe[b] = hp_ * inv_ln2
-        al[b] = hsum / K * inv_ln2
-        ep[b] = max(pe[b] - al[b], 0.0)
+        example_scores(logits, b, probs, votes, pred, vr, pe, al, ep, np.zeros(C, dtype=np.float64),
+                       np.zeros(C, dtype=np.float64), np.empty(C, dtype=np.float64))
     return probs, votes, pred, vr, pe, al, ep

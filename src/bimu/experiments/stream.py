@@ -134,7 +134,8 @@ def learn_task(method, x: torch.Tensor, y: torch.Tensor, *, learner=None, predic
       :data:`LEARN_MANY_CHUNK` where the method has it and ``batch_size`` is 1).
     - ``learner`` (``batch_size`` 1) and ``predict``: per example ``pred, ask = learner.predict_one(x)``
       (with the label too for a rule that needs it, the oracle ``vr-true``), then
-      ``learner.learn_one(x, y)`` if asked.
+      ``learner.learn_one(x, y)`` if asked; for a vote rule on a method with a compiled query sampler,
+      the same in compiled blocks (:func:`bimu.active.blocks.learn_in_blocks`).
     - ``learner`` without ``predict``, for the rules that decide without the MC samples: ``all`` learns
       every example as without a learner and records them in ``learner.ledger``; ``random`` draws every
       decision first (its own generator, so the same decisions), then learns the asked examples in order.
@@ -152,6 +153,10 @@ def learn_task(method, x: torch.Tensor, y: torch.Tensor, *, learner=None, predic
         if strategy == "random":
             return 0, _learn_random_subset(learner, x, y, task, bar)
         raise ValueError(f"acquisition {strategy!r} decides from the MC predictions: it needs predict=True")
+    from bimu.active.blocks import decides_in_blocks, learn_in_blocks
+
+    if decides_in_blocks(learner):  # the same results as the loop below, decided in compiled blocks
+        return learn_in_blocks(learner, x, y, task=task, progress=bar)
     oracle = bool(getattr(getattr(learner, "acquisition", None), "needs_labels", False))
     xs, ys = x.split(1), y.split(1)
     steps = len(xs)

@@ -1,0 +1,102 @@
+"""The compiled query path (bimu.active.blocks, bimu.engine.query) against the per-example loop."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from bimu.active import ActiveLearner, make_acquisition
+from bimu.active.blocks import decides_in_blocks, learn_in_blocks
+from bimu.engine import create_fused
+from bimu.experiments.stream import learn_task
+from bimu.methods import create_method
+
+
+def _stream(n=120, d=12, c=3, seed=0):
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(c, d)).astype(np.float32)
+    y = rng.integers(0, c, n)
+    x = centres[y] + rng.normal(size=(n, d)).astype(np.float32)
+    return torch.from_numpy(x), torch.from_numpy(y.astype(np.int64))
+
+
+def _learner(name, rule, seed=0):
+    m = create_method(name, [12, 8, 3], seed=seed, preset="pmnist-100", engine="fused", threads=1)
+    return ActiveLearner(m, make_acquisition(rule[0], mc_samples=5, seed=seed, **rule[1]))
+
+
+def _per_example(learner, x, y):
+    correct = 0
+    oracle = learner.acquisition.needs_labels
+    for i in range(len(y)):
+        pred, ask = learner.predict_one(x[i:i + 1], y[i:i + 1] if oracle else None)
+        correct += int(pred == int(y[i]))
+        if ask:
+            learner.learn_one(x[i:i + 1], y[i:i + 1])
+    return correct
+
+
+RULES = [("vr", {"threshold": 0.2}), ("vr", {"budget": 0.2}), ("vr-true", {"threshold": 0.2})]
+
+
+@pytest.mark.parametrize("name", ["bimu", "bayesbinn"])
+@pytest.mark.parametrize("rule", RULES, ids=["vr-threshold", "vr-budget", "vr-true"])
+def test_blocks_equal_per_example_loop(name, rule):
+    x, y = _stream()
+    ref, new = _learner(name, rule), _learner(name, rule)
+    assert decides_in_blocks(new)
+    correct_ref = sum(_per_example(ref, x[a:a + 60], y[a:a + 60]) for a in (0, 60))
+    ref.task = 0
+    correct_new = 0
+    for a in (0, 60):
+        correct_new += learn_task(new.method, x[a:a + 60], y[a:a + 60], learner=new, task=0)[0]
+    assert correct_new == correct_ref
+    assert 0 < ref.ledger.labels_queried < len(y)  # both branches of the decision were taken
+    assert np.array_equal(new.ledger.asked, ref.ledger.asked)
+    assert new.accounting == ref.accounting
+    assert np.array_equal(new.method.lam, ref.method.lam)
+    assert new.method.examples_seen == ref.method.examples_seen == len(y)
+    assert torch.equal(new.query_generator.get_state(), ref.query_generator.get_state())
+    assert (new._pending, new.last_score, new.last_tau) == (ref._pending, ref.last_score, ref.last_tau)
+
+
+def test_blocks_deterministic_from_seed():
+    x, y = _stream(n=80)
+    runs = []
+    for seed in (0, 0, 1):
+        learner = _learner("bimu", RULES[0], seed=seed)
+        learn_in_blocks(learner, x, y, task=0)
+        runs.append((learner.ledger.asked.copy(), learner.method.lam.copy()))
+    assert np.array_equal(runs[0][0], runs[1][0]) and np.array_equal(runs[0][1], runs[1][1])
+    assert not np.array_equal(runs[0][1], runs[2][1])
+
+
+def test_query_samples_fresh_per_key_and_exact_bernoulli():
+    """Different keys give different samples; a lambda of +-40 gives the deterministic sign."""
+    m = create_fused("bimu", [40, 3], 0, create_method("bimu", [40, 3], preset="pmnist-100").hparams, threads=1)
+    x = torch.randn(1, 40)
+    p1, _ = m.query_samples(x, 10, 1)
+    p2, _ = m.query_samples(x, 10, 2)
+    assert not torch.equal(p1, p2) and torch.equal(p1, m.query_samples(x, 10, 1)[0])
+    m.lam[:] = np.where(np.arange(m.n_params) % 3 == 0, 40.0, -40.0).astype(m.lam.dtype)
+    m._query = None
+    p, _ = m.query_samples(x, 4, 5)
+    w = np.where(np.arange(m.n_params) % 3 == 0, 1.0, -1.0).reshape(3, 40)
+    h = w @ x[0].double().numpy()
+    z = (h - h.mean()) / np.sqrt(h.var() + 1e-5)  # the output LayerNorm of the pmnist-100 network
+    want = np.exp(z - z.max()) / np.exp(z - z.max()).sum()
+    assert np.allclose(p[:, 0].numpy(), want[None], atol=1e-5)
+
+
+def test_active_speed_benchmark_smoke(capsys):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "active_speed.py"
+    spec = importlib.util.spec_from_file_location("active_speed", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main(["--examples", "30", "--features", "40", "--classes", "4", "--k", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "ratio new / per-example" in out and "per-example" in out
