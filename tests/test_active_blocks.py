@@ -22,7 +22,8 @@ def _stream(n=120, d=12, c=3, seed=0):
 
 
 def _learner(name, rule, seed=0):
-    m = create_method(name, [12, 8, 3], seed=seed, preset="pmnist-100", engine="fused", threads=1)
+    hp = create_method(name, [12, 8, 3], seed=seed, preset="pmnist-100", engine="torch").hparams
+    m = create_fused(name, [12, 8, 3], seed, dict(hp), threads=1)
     return ActiveLearner(m, make_acquisition(rule[0], mc_samples=5, seed=seed, **rule[1]))
 
 
@@ -74,7 +75,7 @@ def test_blocks_deterministic_from_seed():
 
 def test_query_samples_fresh_per_key_and_exact_bernoulli():
     """Different keys give different samples; a lambda of +-40 gives the deterministic sign."""
-    m = create_fused("bimu", [40, 3], 0, create_method("bimu", [40, 3], preset="pmnist-100").hparams, threads=1)
+    m = create_fused("bimu", [40, 3], 0, dict(create_method("bimu", [40, 3], preset="pmnist-100", engine="torch").hparams), threads=1)
     x = torch.randn(1, 40)
     p1, _ = m.query_samples(x, 10, 1)
     p2, _ = m.query_samples(x, 10, 2)

@@ -9,9 +9,10 @@ examples is decided in one compiled call that stops after the first queried exam
 example is learned (``learn_one``), and the next block starts from the updated model.
 
 >>> import torch
->>> from bimu.methods import create_method
+>>> from bimu.engine import create_fused
+>>> from bimu.methods.bimu import BiMUMethod
 >>> from bimu.active.learner import ActiveLearner, make_acquisition
->>> m = create_method("bimu", [6, 3], seed=0, preset="pmnist-100", engine="fused", threads=1)
+>>> m = create_fused("bimu", [6, 3], 0, BiMUMethod.resolve_hyperparameters({}, "pmnist-100"), threads=1)
 >>> learner = ActiveLearner(m, make_acquisition("vr", threshold=0.2, mc_samples=10))
 >>> decides_in_blocks(learner)
 True
