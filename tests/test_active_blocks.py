@@ -101,3 +101,38 @@ def test_active_speed_benchmark_smoke(capsys):
     assert mod.main(["--examples", "30", "--features", "40", "--classes", "4", "--k", "4"]) == 0
     out = capsys.readouterr().out
     assert "ratio new / per-example" in out and "per-example" in out
+
+
+def test_query_sampler_is_chosen_checked_and_kept_on_resume():
+    """auto picks the compiled sampler for the fused binary methods; a state that names no sampler (or
+    names predict-samples) resumes with the per-example predict_samples draws, decided one by one."""
+    x, y = _stream(n=60)
+    learner = _learner("bimu", RULES[0])
+    assert learner.query_sampler == "compiled" and decides_in_blocks(learner)
+    torch_method = create_method("bimu", [12, 8, 3], seed=0, preset="pmnist-100", engine="torch")
+    assert ActiveLearner(torch_method, make_acquisition("vr", threshold=0.2)).query_sampler == "predict-samples"
+    with pytest.raises(ValueError, match="query_sampler 'compiled' needs a method with a compiled query sampler"):
+        ActiveLearner(torch_method, make_acquisition("vr", threshold=0.2), query_sampler="compiled")
+    with pytest.raises(ValueError, match="unknown query_sampler 'fast'"):
+        ActiveLearner(learner.method, query_sampler="fast")
+
+    def run(sampler, resumed_state=None):
+        lr = _learner("bimu", RULES[0])
+        if resumed_state is not None:
+            lr.load_state_dict(resumed_state)
+        elif sampler != "auto":
+            lr = ActiveLearner(lr.method, lr.acquisition, query_sampler=sampler)
+        learn_task(lr.method, x, y, learner=lr, task=0)
+        return lr
+
+    per_example = run("predict-samples")
+    assert not decides_in_blocks(per_example)
+    old_state = _learner("bimu", RULES[0]).state_dict()
+    del old_state["query_sampler"]
+    resumed = run("auto", resumed_state=old_state)
+    assert resumed.query_sampler == "predict-samples"
+    assert np.array_equal(resumed.ledger.asked, per_example.ledger.asked)
+    assert np.array_equal(resumed.method.lam, per_example.method.lam)
+    compiled = run("auto")
+    assert not np.array_equal(compiled.ledger.asked, per_example.ledger.asked)  # other draws
+    assert compiled.state_dict()["query_sampler"] == "compiled"

@@ -38,10 +38,10 @@ MAX_BLOCK = 256
 
 
 def decides_in_blocks(learner) -> bool:
-    """Whether :func:`learn_in_blocks` runs ``learner``: a method with a compiled query sampler and a
-    vote rule (``vr``, ``vr-true``)."""
+    """Whether :func:`learn_in_blocks` runs ``learner``: the compiled query sampler
+    (:class:`~bimu.active.learner.ActiveLearner` ``query_sampler``) and a vote rule (``vr``, ``vr-true``)."""
     acq = getattr(learner, "acquisition", None)
-    return (hasattr(getattr(learner, "method", None), "query_planes") and acq is not None
+    return (getattr(learner, "query_sampler", None) == "compiled" and acq is not None
             and acq.strategy in ("vr", "vr-true"))
 
 

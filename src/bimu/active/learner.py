@@ -29,6 +29,8 @@ from bimu.methods.base import OnlineMethod, check_labels, generator_on, seeded_g
 
 QUERY_KEY_RANGE = 2**62
 """Each example's key for a method's ``query_samples`` is drawn from the query generator in ``[0, this)``."""
+QUERY_SAMPLERS = ("auto", "compiled", "predict-samples")
+"""How :class:`ActiveLearner` draws a decision's K hard samples (see the class)."""
 
 
 class Acquisition:
@@ -161,7 +163,11 @@ class ActiveLearner:
       one key per example drawn from the query generator (:mod:`bimu.engine.query`: K fresh samples per
       example; the prediction is the argmax of the mean log-softmax, computed in float64); if not asked,
       ``method.observe_unlabelled(1)`` (no label, no backward pass, no weight write). ``y`` is
-      required only by the oracle ``vr-true``.
+      required only by the oracle ``vr-true``. ``query_sampler`` chooses: ``compiled``
+      (``query_samples``; a stream then decides in compiled blocks, :mod:`bimu.active.blocks`),
+      ``predict-samples`` (every method), or ``auto`` (compiled where the method has it). The two draw
+      different samples, so the sampler is part of the learner's state: a resumed stream goes on with
+      the sampler it started with (a state that names none was drawn with ``predict-samples``).
     - ``learn_one(x, y)``: ``method.learn`` on the labelled example (one label, one backward pass,
       one weight write). Call it only after ``predict_one`` asked, or without ``predict_one`` at all
       (full-stream training).
@@ -169,9 +175,11 @@ class ActiveLearner:
       examples_seen, query_fraction``; ``ledger`` holds the per-example record (time series).
     """
 
-    def __init__(self, method: OnlineMethod, acquisition: Acquisition | None = None, seed: int | None = None):
+    def __init__(self, method: OnlineMethod, acquisition: Acquisition | None = None, seed: int | None = None,
+                 query_sampler: str = "auto"):
         if not isinstance(method, OnlineMethod):
             raise TypeError(f"method must be an OnlineMethod, got {type(method).__name__}")
+        self.query_sampler = self._check_sampler(query_sampler, method)
         self.method = method
         self.acquisition = acquisition if acquisition is not None else make_acquisition("all")
         qseed = method.seed if seed is None else int(seed)
@@ -181,6 +189,17 @@ class ActiveLearner:
         self._pending: bool | None = None
         self.last_score = math.nan
         self.last_tau = math.nan
+
+    @staticmethod
+    def _check_sampler(name, method) -> str:
+        """The resolved sampler name (``compiled`` or ``predict-samples``) of ``name`` for ``method``."""
+        if name not in QUERY_SAMPLERS:
+            raise ValueError(f"unknown query_sampler {name!r}; choose from {', '.join(QUERY_SAMPLERS)}")
+        compiled = hasattr(method, "query_samples")
+        if name == "compiled" and not compiled:
+            raise ValueError(f"query_sampler 'compiled' needs a method with a compiled query sampler (the fused "
+                             f"BiMU and BayesBiNN); {type(method).__name__} has none")
+        return "compiled" if name == "compiled" or (name == "auto" and compiled) else "predict-samples"
 
     @property
     def accounting(self) -> dict:
@@ -209,7 +228,7 @@ class ActiveLearner:
         label = None if y is None else self._as_label(y)
         k = self.acquisition.mc_samples
         self.query_generator = generator_on(self.query_generator, self.method.device)
-        if hasattr(self.method, "query_samples"):  # the fused binary methods' query sampler
+        if self.query_sampler == "compiled":
             key = int(torch.randint(0, QUERY_KEY_RANGE, (1,), generator=self.query_generator))
             probs, prediction = self.method.query_samples(x, k, key)
         else:
@@ -242,14 +261,17 @@ class ActiveLearner:
         generator's state, the ledger (counters and per-example record) and the current task."""
         state = {"acquisition": self.acquisition.state_dict(), "ledger": self.ledger.state_dict(),
                  "query_generator": self.query_generator.get_state(), "task": self.task,
-                 "pending": self._pending, "last_score": self.last_score, "last_tau": self.last_tau}
+                 "pending": self._pending, "last_score": self.last_score, "last_tau": self.last_tau,
+                 "query_sampler": self.query_sampler}
         if self.query_generator.device.type != "cpu":
             state["query_generator_device"] = self.query_generator.device.type
         return state
 
     def load_state_dict(self, state) -> None:
         """Restore :meth:`state_dict` (ValueError if it is another acquisition's). A query generator saved
-        on another device type than the method's is restored there, then follows the method."""
+        on another device type than the method's is restored there, then follows the method; the saved
+        query sampler replaces this learner's (``predict-samples`` if the state names none)."""
+        sampler = self._check_sampler(state.get("query_sampler", "predict-samples"), self.method)
         self.acquisition.load_state_dict(state["acquisition"])
         saved = state.get("query_generator_device", "cpu")
         if self.query_generator.device.type != saved:
@@ -258,6 +280,7 @@ class ActiveLearner:
         self.ledger.load_state_dict(state["ledger"])
         self.task, self._pending = state["task"], state["pending"]
         self.last_score, self.last_tau = state["last_score"], state["last_tau"]
+        self.query_sampler = sampler
 
     def __repr__(self) -> str:
         return f"ActiveLearner({type(self.method).__name__}, {self.acquisition!r})"

@@ -8,6 +8,7 @@ against one input) and :func:`dot4x2` (two rows against four inputs) all follow 
 
 from __future__ import annotations
 
+import numpy as np
 from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
@@ -202,3 +203,105 @@ def dot_rows(w, offs, x, n):
 def dot(w, x):
     """``sum_i w[i] * x[i]`` in the fixed order of :func:`dot8` (the same bits)."""
     return dot8(w, 0, x, 0, w.shape[0])
+
+
+SIGNED_ROWS = 4
+"""Sign rows :func:`signed_dots4` sums against one input in one pass."""
+
+
+def sign_table(dtype) -> np.ndarray:
+    """The ``[256 * 8]`` sign masks of :func:`signed_dots4` for float type ``dtype``: entry ``8 b + l`` is
+    the float's sign bit where bit ``l`` of byte ``b`` is 0 (weight ``-1``), else 0 (weight ``+1``).
+
+    >>> sign_table(np.float32)[8 * 0b10 : 8 * 0b10 + 3].tolist() == [2**31, 0, 2**31]
+    True
+    """
+    it = np.uint32 if np.dtype(dtype) == np.float32 else np.uint64
+    sign = it(1) << it(8 * np.dtype(it).itemsize - 1)
+    b, lane = np.arange(256)[:, None], np.arange(8)[None, :]
+    return np.where((b >> lane) & 1, it(0), sign).astype(it).ravel()
+
+
+@intrinsic
+def _signed4_lanes(typingctx, x, xo, bits, b0, b1, b2, b3, n, tab):
+    """The four sums ``sum_i s_i x[xo + i]`` (``s_i = +1`` iff bit ``i mod 32`` of ``bits[b_r + i // 32]``
+    is set) in :func:`dot8`'s order, as LLVM vector code: each block of eight inputs is loaded once, its
+    signs set by XOR with the :func:`sign_table` row of the block's byte of bits (``+-x`` is exactly the
+    product ``(+-1) x``), and added to the row's ``<8 x float>`` accumulator; the tail follows in turn."""
+    if not (isinstance(x, types.Array) and x.ndim == 1 and x.dtype in (types.float32, types.float64)
+            and isinstance(bits, types.Array) and bits.ndim == 1 and bits.dtype == types.uint32
+            and isinstance(tab, types.Array) and tab.ndim == 1
+            and tab.dtype == (types.uint32 if x.dtype == types.float32 else types.uint64)):
+        return None
+    ret = types.UniTuple(x.dtype, SIGNED_ROWS)
+    sig = ret(x, xo, bits, b0, b1, b2, b3, n, tab)
+
+    def codegen(context, builder, signature, args):
+        from numba.core import cgutils
+
+        intp = context.get_value_type(types.intp)
+        i32 = ir.IntType(32)
+        fty = context.get_value_type(x.dtype)
+        width = 32 if x.dtype == types.float32 else 64
+        ity = ir.IntType(width)
+        vf, vi = ir.VectorType(fty, DOT_LANES), ir.VectorType(ity, DOT_LANES)
+
+        def data(i):
+            return context.make_array(signature.args[i])(context, builder, args[i]).data
+
+        def cast(i):
+            return context.cast(builder, args[i], signature.args[i], types.intp)
+
+        xp = builder.gep(data(0), [cast(1)])
+        rows = [builder.gep(data(2), [cast(i)]) for i in (3, 4, 5, 6)]
+        n_ = cast(7)
+        xip, tip = builder.bitcast(xp, ity.as_pointer()), builder.bitcast(data(8), ity.as_pointer())
+        align = width // 8
+        lanes = ir.Constant(intp, DOT_LANES)
+        accs = [cgutils.alloca_once_value(builder, ir.Constant(vf, [ir.Constant(fty, 0.0)] * DOT_LANES))
+                for _ in rows]
+        blocks = builder.sdiv(n_, lanes)
+        with cgutils.for_range(builder, blocks, intp=intp) as loop:
+            b = loop.index
+            w = builder.lshr(b, ir.Constant(intp, 2))
+            sh = builder.trunc(builder.shl(builder.and_(b, ir.Constant(intp, 3)), ir.Constant(intp, 3)), i32)
+            xv = builder.load(builder.bitcast(builder.gep(xip, [builder.mul(b, lanes)]), vi.as_pointer()), align=align)
+            for acc, rp in zip(accs, rows):
+                byte = builder.and_(builder.lshr(builder.load(builder.gep(rp, [w])), sh), ir.Constant(i32, 255))
+                tv = builder.load(builder.bitcast(builder.gep(tip, [builder.mul(builder.zext(byte, intp), lanes)]),
+                                                  vi.as_pointer()), align=align)
+                builder.store(builder.fadd(builder.load(acc), builder.bitcast(builder.xor(xv, tv), vf)), acc)
+        m = builder.mul(blocks, lanes)
+        outs = []
+        for acc, rp in zip(accs, rows):
+            v = builder.load(acc)
+            s = [builder.extract_element(v, ir.Constant(i32, j)) for j in range(DOT_LANES)]
+            total = cgutils.alloca_once_value(
+                builder, builder.fadd(builder.fadd(builder.fadd(s[0], s[4]), builder.fadd(s[2], s[6])),
+                                      builder.fadd(builder.fadd(s[1], s[5]), builder.fadd(s[3], s[7]))))
+            with cgutils.for_range(builder, builder.sub(n_, m), intp=intp) as loop:
+                i = builder.add(m, loop.index)
+                word = builder.load(builder.gep(rp, [builder.lshr(i, ir.Constant(intp, 5))]))
+                bit = builder.trunc(builder.lshr(word, builder.trunc(builder.and_(i, ir.Constant(intp, 31)), i32)),
+                                    ir.IntType(1))
+                xi = builder.load(builder.gep(xp, [i]))
+                builder.store(builder.fadd(builder.load(total), builder.select(bit, xi, builder.fneg(xi))), total)
+            outs.append(builder.load(total))
+        return context.make_tuple(builder, ret, outs)
+
+    return sig, codegen
+
+
+@njit(cache=True, error_model="numpy", nogil=True, boundscheck=False, fastmath=False)
+def signed_dots4(x, xo, bits, b0, b1, b2, b3, n, tab):
+    """``(s_r . x[xo:xo + n] for r in 0..3)`` for four ``+-1`` rows held as bits (``s_r[i] = +1`` iff bit
+    ``i mod 32`` of ``bits[b_r + i // 32]`` is set), each with the bits of ``dot(s_r, x[xo:xo + n])``
+    (:func:`dot8`'s order) without expanding the rows: one pass over ``x`` for the four rows
+    (``tab``: :func:`sign_table` of ``x``'s type). The caller guarantees the offsets are in range.
+
+    >>> x = np.linspace(-1, 1, 37).astype(np.float32); bits = np.array([0xF0F0F0F0, 0x1F, 0, 0], np.uint32)
+    >>> s = np.array([1.0 if (bits[i // 32] >> (i % 32)) & 1 else -1.0 for i in range(37)], np.float32)
+    >>> signed_dots4(x, 0, bits, 0, 0, 2, 0, 37, sign_table(np.float32))[0] == dot(s, x)
+    True
+    """
+    return _signed4_lanes(x, xo, bits, b0, b1, b2, b3, n, tab)
