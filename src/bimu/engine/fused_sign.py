@@ -23,7 +23,7 @@ import torch
 from bimu.engine.base import FusedMethod, from_tensors, to_tensors, views
 from bimu.engine.dense import dense_forward, offsets
 from bimu.engine.hparams import ACT_GATE, ACT_SIGN, SignHP, pack
-from bimu.engine.sign import sign_train
+from bimu.engine.sign import sign_train, signs_into
 from bimu.methods.ste import STEMethod
 from bimu.methods.synaptic_metaplasticity import SynapticMetaplasticityMethod
 from bimu.nn.sign_linear import OnlineBatchNorm, SignMLP
@@ -101,7 +101,10 @@ class FusedSTE(FusedMethod):
 
     def _logits_np(self, xn, n_samples, key, draw) -> np.ndarray:
         out = np.empty((1, xn.shape[0], self.sizes[-1]), dtype=self.dtype)
-        wb = np.where(self.Wh >= 0, 1.0, -1.0).astype(self.dtype)
+        wb = getattr(self, "_wb", None)
+        if wb is None or wb.shape != self.Wh.shape or wb.dtype != self.dtype:
+            wb = self._wb = np.empty(self.Wh.shape, dtype=self.dtype)
+        signs_into(self.Wh, wb)
         if self._norm:
             gam, bet = self._eval_norm()
             inv = (1.0 / np.sqrt(self.RV + self.dtype.type(BN_EPS))).astype(self.dtype)

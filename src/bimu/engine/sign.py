@@ -29,6 +29,15 @@ from bimu.rng import as_like
 
 
 @njit(fastmath=False, **KERNEL_OPTS)
+def signs_into(w, out):
+    """``out[i] = sign(w[i])`` (``sign(0) = +1``) in ``out``'s float type: the binary weights of an
+    evaluation pass."""
+    one = as_like(1.0, out[0])
+    for i in range(w.shape[0]):
+        out[i] = one if w[i] >= 0 else -one
+
+
+@njit(fastmath=False, **KERNEL_OPTS)
 def sign_dot(w, x):
     """``sum_i sign(w[i]) x[i]`` (``sign(0) = +1``), in order."""
     s = as_like(0.0, x[0])
