@@ -74,7 +74,7 @@ def test_run_folder_learns_two_tasks_deterministically_and_refuses_a_changed_fol
     png(folder / "train" / "t0" / "red" / "0.png", (0, 0, 0), 7)  # one image changed
     assert run(folder, tmp_path / "a", "--tasks", "2") == 2
     err = capsys.readouterr().err
-    assert "the file changed" in err and config["resolved"]["data_file"]["sha256"] in err
+    assert "the folder changed" in err and config["resolved"]["data_file"]["sha256"] in err
 
 
 def error_of(folder):

@@ -17,6 +17,7 @@ import sys
 import threading
 import traceback
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -114,8 +115,9 @@ def check_same_data_file(path, old: Mapping[str, Any], new: Mapping[str, Any] | 
     before = old.get("resolved", {}).get("data_file")
     if new is None or before is None or before.get("sha256") == new.get("sha256"):
         return
+    what = "folder" if Path(str(new.get("path"))).is_dir() else "file"
     raise RunDirRefused(f"{path} was run on {before.get('path')} with SHA-256 {before.get('sha256')}; "
-                     f"{new.get('path')} now has SHA-256 {new.get('sha256')} (the file changed): "
+                     f"{new.get('path')} now has SHA-256 {new.get('sha256')} (the {what} changed): "
                      "use another --out or remove that directory")
 
 
