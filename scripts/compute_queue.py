@@ -1,8 +1,11 @@
-"""Run the full-scale reproductions as one resumable queue on one core, cheapest runs first.
+"""Run the full-scale reproductions as resumable queues on one core each, cheapest runs first.
 
-    python scripts/compute_queue.py OUT [--dry-run]
+    python scripts/compute_queue.py OUT [--queue pmnist|active] [--dry-run]
 
-Each item is ``bimu reproduce NAME --scale full --seeds N --rows ROW --jobs 1 --out OUT``: a finished
+``pmnist`` (the default): Table 1 and the memory-window rows on the 1000-task stream. ``active``: the
+active-learning entries on the stand-ins (animals-ti, objects-seq). Run each from its own frozen
+worktree and OUT, one core each. Each item is ``bimu reproduce NAME --scale full --seeds N [--rows
+ROW ...] --jobs 1 --out OUT``: a finished
 run is reused as it is and an unfinished one resumes after its last completed task, so stopping this
 script (or losing the machine) and starting it again continues where it stopped. Start it from a frozen
 worktree so that every run of a table trains with the same code::
@@ -18,7 +21,7 @@ import subprocess
 import sys
 import time
 
-QUEUE = [
+PMNIST = [
     # (reproduction, row, seeds); one seed of the 1000-task stream is 6e7 steps
     ("pmnist-1000", "sgd", 3),  # ~0.4 h a seed
     ("pmnist-1000", "ewc-online", 3),  # ~0.7 h
@@ -35,18 +38,44 @@ QUEUE = [
     ("pmnist-1000", "mesu", 2),
 ]
 
+_METHODS_AL = ("bimu", "ste", "bayesbinn", "mesu")
+ACTIVE = [
+    # (reproduction, rows (None: all), seeds): the method comparison on Animals, then objects-seq's
+    # BiMU tables, then the comparison on objects-seq method by method
+    ("animals-al", None, 3),
+    ("openloris-al", ["bimu-all", *[f"bimu-vr-{t:g}" for t in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6)],
+                      *[f"bimu-random-{p:g}" for p in (0.01, 0.02, 0.05, 0.1, 0.2, 0.4)]], 3),
+    ("vr-samples", None, 3),
+    ("budget-controller", None, 3),
+    ("query-dynamics", None, 3),
+    ("standardisation", None, 3),
+    ("openloris", None, 3),
+    ("bwt", None, 3),
+    ("openloris-al", None, 3),
+]
+QUEUES = {"pmnist": PMNIST, "active": ACTIVE}
+QUEUE = PMNIST
 
-def command(out: str, name: str, row: str, seeds: int) -> list[str]:
+
+def command(out: str, name: str, rows, seeds: int) -> list[str]:
+    rows = [] if rows is None else [rows] if isinstance(rows, str) else list(rows)
     return [sys.executable, "-m", "bimu", "reproduce", name, "--scale", "full", "--seeds", str(seeds),
-            "--rows", row, "--jobs", "1", "--threads", "1", "--out", out]
+            *(["--rows", *rows] if rows else []), "--jobs", "1", "--threads", "1", "--out", out]
 
 
 def main(argv: list[str]) -> int:
     args = [a for a in argv if a != "--dry-run"]
+    queue = "pmnist"
+    if "--queue" in args:
+        i = args.index("--queue")
+        queue = args[i + 1] if i + 1 < len(args) else ""
+        del args[i:i + 2]
+        if queue not in QUEUES:
+            sys.exit(f"--queue: unknown queue {queue!r}; choose from {', '.join(QUEUES)}")
     if len(args) != 1:
         sys.exit(__doc__)
     out = args[0]
-    for name, row, seeds in QUEUE:
+    for name, row, seeds in QUEUES[queue]:
         cmd = command(out, name, row, seeds)
         print(time.strftime("%Y-%m-%d %H:%M:%S"), " ".join(cmd[1:]), flush=True)
         if "--dry-run" in argv:
