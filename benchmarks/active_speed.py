@@ -14,10 +14,10 @@ paths, each path starting from the same freshly made method.
   ``observe_unlabelled`` or ``learn``.
 
 Both are timed in CPU seconds (``time.process_time``) in the same run, after a warm-up that compiles,
-``--repeat`` times each, alternating; the table gives the median examples/s of each path, the queried
+``--repeats`` times each, alternating; the table gives the median examples/s of each path, the queried
 fraction and the ratio of the medians. Compare the ratio on a loaded machine.
 
-    PYTHONPATH=src python benchmarks/active_speed.py [--examples 1000] [--repeat 3] [--features 8192] [--classes 19]
+    PYTHONPATH=src python benchmarks/active_speed.py [--examples 1000] [--repeats 3] [--features 8192] [--classes 19]
 """
 
 from __future__ import annotations
@@ -92,23 +92,23 @@ def main(argv=None) -> int:
     ap.add_argument("--classes", type=int, default=19, help="classes (default 19)")
     ap.add_argument("--k", type=int, default=10, help="hard samples per decision (default 10)")
     ap.add_argument("--threshold", type=float, default=0.1, help="VR threshold (default 0.1)")
-    ap.add_argument("--repeat", type=int, default=3, help="timed runs of each path (default 3; the median is shown)")
+    ap.add_argument("--repeats", type=int, default=3, help="timed runs of each path (default 3; the median is shown)")
     args = ap.parse_args(argv)
-    if args.examples < 1 or args.features < 1 or args.classes < 2 or args.k < 1 or args.repeat < 1:
-        raise SystemExit("--examples, --features, --k, --repeat must be >= 1 and --classes >= 2")
+    if args.examples < 1 or args.features < 1 or args.classes < 2 or args.k < 1 or args.repeats < 1:
+        raise SystemExit("--examples, --features, --k, --repeats must be >= 1 and --classes >= 2")
     torch.set_num_threads(1)
     x, y = make_stream(args.examples, args.features, args.classes)
     wx, wy = make_stream(16, args.features, args.classes, seed=1)
     run_new(wx, wy, args.features, args.classes, args.threshold, args.k)  # compile (or load the cache)
     run_per_example(wx, wy, args.features, args.classes, args.threshold, args.k)
     new, old = [], []
-    for _ in range(args.repeat):
+    for _ in range(args.repeats):
         new.append(run_new(x, y, args.features, args.classes, args.threshold, args.k))
         old.append(run_per_example(x, y, args.features, args.classes, args.threshold, args.k))
     (new_s, new_q), (old_s, old_q) = sorted(new)[len(new) // 2], sorted(old)[len(old) // 2]
     n = args.examples
     print(f"workload: BiMU {args.features} -> {args.classes} (openloris-8192), VR@{args.threshold:g}, "
-          f"K={args.k}, {n} examples, 1 thread, CPU seconds, median of {args.repeat}")
+          f"K={args.k}, {n} examples, 1 thread, CPU seconds, median of {args.repeats}")
     print(f"{'path':<14} {'examples/s':>11} {'queried':>8}")
     print(f"{'new':<14} {n / new_s:>11.0f} {new_q / n:>8.3f}")
     print(f"{'per-example':<14} {n / old_s:>11.0f} {old_q / n:>8.3f}")

@@ -98,7 +98,7 @@ def test_active_speed_benchmark_smoke(capsys):
     spec = importlib.util.spec_from_file_location("active_speed", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    assert mod.main(["--examples", "30", "--features", "40", "--classes", "4", "--k", "4", "--repeat", "1"]) == 0
+    assert mod.main(["--examples", "30", "--features", "40", "--classes", "4", "--k", "4", "--repeats", "1"]) == 0
     out = capsys.readouterr().out
     assert "ratio new / per-example" in out and "per-example" in out
 

@@ -178,9 +178,6 @@ def _sample_lanes(typingctx, tp, vm, g0, nw, rlo, rhi, out, o0):
         def vload(ptr, off):
             return builder.load(builder.bitcast(builder.gep(ptr, [off]), vty.as_pointer()), align=4)
 
-        def plane_ptr(j):
-            return builder.gep(tarr.data, [builder.mul(ir.Constant(intp, j), words)])
-
         lt = cgutils.alloca_once(builder, vty)
         eq = cgutils.alloca_once(builder, vty)
         jj = cgutils.alloca_once(builder, intp)
