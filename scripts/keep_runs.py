@@ -3,7 +3,8 @@
     python scripts/keep_runs.py SRC DST [--partial]
 
 SRC and DST are ``bimu reproduce --out`` folders (their runs lie under ``SRC/runs``). A finished run
-(``summary.json`` says complete) is copied without its checkpoint and lock; with ``--partial`` an
+(``summary.json`` says complete; an active-learning run: its ``result.json`` is written) is copied
+without its checkpoint and lock; with ``--partial`` an
 unfinished run is copied *with* its ``checkpoint.pt``, which git ignores, so that it can be
 force-added at the end of a sitting (``git add -f``) and resumed by the next one
 (see ``results/reproduce-full/runs/README.md``).
@@ -15,13 +16,16 @@ from pathlib import Path
 
 from bimu.rundir import CHECKPOINT, SUMMARY, RunDir, find_run_dirs
 
+RESULT = "result.json"
+"""What an active-learning run (``bimu reproduce animals-al`` and the like) writes when it is done."""
+
 
 def keep(src: Path, dst: Path, partial: bool) -> list[str]:
     """Copy the runs of ``src`` into ``dst``; return one line per copied run."""
     lines = []
     for d in find_run_dirs([src / "runs"]):
         rd = RunDir(d)
-        done = rd.exists(SUMMARY) and rd.read_json(SUMMARY).get("complete")
+        done = (rd.exists(SUMMARY) and rd.read_json(SUMMARY).get("complete")) or rd.exists(RESULT)
         if not done and not (partial and rd.exists(CHECKPOINT)):
             continue
         target = dst / d.relative_to(src)

@@ -1,0 +1,42 @@
+"""scripts/keep_runs.py: which run directories are copied into the repository, and with which files."""
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+import keep_runs  # noqa: E402 - scripts/ is not a package
+
+
+def _run(root: Path, rel: str, files: dict[str, str]) -> Path:
+    d = root / "runs" / rel
+    d.mkdir(parents=True)
+    for name, text in files.items():
+        (d / name).write_text(text)
+    return d
+
+
+def test_finished_runs_are_copied_without_checkpoint_or_lock_and_unfinished_ones_are_not(tmp_path):
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    cfg = json.dumps({"seed": 0})
+    _run(src, "full/pmnist-1000/sgd/seed-0", {"config.json": cfg, "summary.json": '{"complete": true}',
+                                              "metrics.jsonl": "{}\n", "checkpoint.pt": "x", ".lock": ""})
+    _run(src, "full/pmnist-1000/sgd/seed-1", {"config.json": cfg, "summary.json": '{"complete": false}',
+                                              "checkpoint.pt": "x"})
+    _run(src, "full/animals-al/bimu-vr-0.3/seed-0", {"config.json": cfg, "result.json": '{"accuracy": 0.5}'})
+    _run(src, "full/animals-al/bimu-vr-0.3/seed-1", {"config.json": cfg})  # started, not finished
+    lines = keep_runs.keep(src, dst, partial=False)
+    assert sorted(line.split()[0] for line in lines) == ["finished", "finished"]
+    done = dst / "runs/full/pmnist-1000/sgd/seed-0"
+    assert sorted(p.name for p in done.iterdir()) == ["config.json", "metrics.jsonl", "summary.json"]
+    al = dst / "runs/full/animals-al/bimu-vr-0.3"
+    assert sorted(p.name for p in (al / "seed-0").iterdir()) == ["config.json", "result.json"]
+    assert not (al / "seed-1").exists() and not (dst / "runs/full/pmnist-1000/sgd/seed-1").exists()
+
+
+def test_partial_copies_an_unfinished_run_with_its_checkpoint(tmp_path):
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    _run(src, "full/pmnist-1000/sgd/seed-1", {"config.json": "{}", "summary.json": '{"complete": false}',
+                                              "checkpoint.pt": "x"})
+    assert [line.split()[0] for line in keep_runs.keep(src, dst, partial=True)] == ["partial"]
+    assert (dst / "runs/full/pmnist-1000/sgd/seed-1/checkpoint.pt").read_text() == "x"
