@@ -168,3 +168,48 @@ def test_aggregate_is_mean_and_sample_std_over_seeds():
     # mean 0.6; sample std sqrt((0.01 + 0.01 + 0) / 2) = 0.1 (the population std would be 0.0816)
     assert d["n_seeds"] == 3 and d["accuracy"] == pytest.approx(0.6) and d["accuracy_std"] == pytest.approx(0.1)
     assert aggregate(rows[:1])[0]["accuracy_std"] == 0.0
+
+
+@pytest.mark.parametrize("strategy,kw", [("vr", {"threshold": 0.2}), ("entropy", {"threshold": 0.5}),
+                                         ("random", {"threshold": 0.3}), ("all", {}),
+                                         ("vr", {"budget": 0.2})])
+@pytest.mark.parametrize("engine", ["fused", "torch"])
+def test_accuracy_checkpoints_leave_the_stream_unchanged(strategy, kw, engine):
+    b = toy_benchmark()
+    plain = run_stream(b, "bimu", strategy, mc_samples=6, seed=3, hparams=HP, engine=engine, **kw)
+    marked = run_stream(b, "bimu", strategy, mc_samples=6, seed=3, hparams=HP, engine=engine,
+                        checkpoints=(0, 25, 50, 75, 99), **kw)
+    acc = marked.pop("checkpoint_accuracy")
+    assert "checkpoint_accuracy" not in plain
+    assert json.dumps(marked, sort_keys=True) == json.dumps(plain, sort_keys=True)  # threshold may be NaN
+    assert sorted(acc) == ["0", "1"] and all(sorted(v, key=int) == ["0", "25", "50", "75", "99"] for v in acc.values())
+    assert all(a * 30 == round(a * 30) for v in acc.values() for a in v.values())  # 30 test examples a task
+
+
+def test_a_checkpoint_is_the_accuracy_of_the_model_that_learned_that_prefix():
+    import torch
+
+    from bimu.active.learner import ActiveLearner, make_acquisition
+    from bimu.engine.build import build_method
+    from bimu.experiments.stream import eval_generator, stream_tasks
+    from bimu.experiments.sweep import _CHECKPOINT_TAG
+
+    b = toy_benchmark(n_tasks=1)
+    r = run_stream(b, "bimu", "vr", threshold=0.2, mc_samples=6, seed=1, hparams=HP, checkpoints=(0, 50))
+    for percent in (0, 50):
+        model, _ = build_method("bimu", [b.n_features, b.n_classes], 1, method_hparams("bimu", None, HP), "auto")
+        learner = ActiveLearner(model, make_acquisition("vr", threshold=0.2, mc_samples=6, seed=1))
+        for _ in stream_tasks(b, model, seed=1, tasks=[0], learner=learner, train_limit=60 * percent // 100):
+            pass
+        X, y = b.test_task(0)
+        pred = model.predict(X, n_samples=None, generator=eval_generator(1, 0, 0, tag=_CHECKPOINT_TAG + percent))
+        assert r["checkpoint_accuracy"]["0"][str(percent)] == float((pred == y).double().mean())
+    assert r["checkpoint_accuracy"]["0"]["50"] > r["checkpoint_accuracy"]["0"]["0"]  # it learned something
+
+
+def test_checkpoints_are_checked_before_any_work():
+    b = toy_benchmark()
+    with pytest.raises(ValueError, match="0 to 99; got 100"):
+        run_stream(b, "bimu", "vr", threshold=0.2, mc_samples=6, seed=0, hparams=HP, checkpoints=(0, 100))
+    with pytest.raises(ValueError, match="0 to 99; got 12.5"):
+        run_stream(b, "bimu", "vr", threshold=0.2, mc_samples=6, seed=0, hparams=HP, checkpoints=(12.5,))

@@ -84,22 +84,50 @@ class TaskDone:
 def stream_tasks(benchmark, method, *, seed: int, tasks: Iterable[int], learner=None, predict: bool = True,
                  batch_size: int = 1, train_limit: int | None = None,
                  transform: Callable[[torch.Tensor], torch.Tensor] | None = None,
-                 progress: Progress | None = None) -> Iterator[TaskDone]:
+                 progress: Progress | None = None, checkpoints: Sequence[int] = (),
+                 on_checkpoint: Callable[[int, int], None] | None = None) -> Iterator[TaskDone]:
     """Learn ``tasks`` of ``benchmark`` in order with ``method`` (see the module docs); yields after each.
 
     ``learner``, ``predict`` and ``batch_size`` are :func:`learn_task`'s (checked here, before any task);
     ``learner.task`` is set to the task being learned. ``transform(x)`` maps a task's training inputs
     before they are checked and learned. ``progress`` shows the steps of each task.
+    ``checkpoints`` are moments inside every task, in percent of its training examples (0-99):
+    ``on_checkpoint(task, percent)`` is called when the first ``len * percent // 100`` examples of the
+    task are learned (0: before its first). The task is learned in the pieces between them, which gives
+    the same results as learning it whole (every rule's draws are per example), so a callback that
+    only reads the method (an evaluation with its own generator) leaves the stream unchanged.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     if learner is not None and batch_size != 1:
         raise ValueError("active learning runs with batch_size 1")
+    points = check_checkpoints(checkpoints)
+    if points and on_checkpoint is None:
+        raise ValueError("checkpoints need an on_checkpoint callback")
+    if points and batch_size != 1:
+        raise ValueError("checkpoints inside a task need batch_size 1")
     return _stream(benchmark, method, seed, tasks, learner, predict, batch_size, train_limit, transform,
-                   progress if progress is not None else Progress(0, enabled=False))
+                   progress if progress is not None else Progress(0, enabled=False), points, on_checkpoint)
 
 
-def _stream(benchmark, method, seed, tasks, learner, predict, batch_size, train_limit, transform, bar):
+def check_checkpoints(checkpoints: Sequence[int]) -> tuple[int, ...]:
+    """``checkpoints`` as sorted distinct integers; ValueError for one that is not a whole percent 0-99.
+
+    >>> check_checkpoints([50, 0, 25]), check_checkpoints(())
+    ((0, 25, 50), ())
+    >>> check_checkpoints([100])
+    Traceback (most recent call last):
+    ...
+    ValueError: checkpoints are whole percents of a task's examples, 0 to 99; got 100
+    """
+    for p in checkpoints:
+        if isinstance(p, bool) or int(p) != p or not 0 <= p <= 99:
+            raise ValueError(f"checkpoints are whole percents of a task's examples, 0 to 99; got {p!r}")
+    return tuple(sorted({int(p) for p in checkpoints}))
+
+
+def _stream(benchmark, method, seed, tasks, learner, predict, batch_size, train_limit, transform, bar,
+            points=(), on_checkpoint=None):
     boundaries = bool(method.info.needs_task_boundaries)
     for t in tasks:
         x, y = benchmark.train_task(t, seed)
@@ -114,9 +142,19 @@ def _stream(benchmark, method, seed, tasks, learner, predict, batch_size, train_
         bar.start_task(t, steps)
         t0 = time.perf_counter()
         try:
-            correct, asked = learn_task(method, x, y, learner=learner, predict=predict, batch_size=batch_size,
-                                        task=t, progress=bar)
-            train_s = time.perf_counter() - t0
+            correct = asked = 0
+            paused = 0.0  # time in on_checkpoint, not training
+            cuts = [len(y) * p // 100 for p in points]
+            for start, stop, p in zip([0, *cuts], [*cuts, len(y)], [None, *points]):
+                if p is not None:
+                    t1 = time.perf_counter()
+                    on_checkpoint(t, p)
+                    paused += time.perf_counter() - t1
+                if stop > start or not points:
+                    c, a = learn_task(method, x[start:stop], y[start:stop], learner=learner, predict=predict,
+                                      batch_size=batch_size, task=t, progress=bar)
+                    correct, asked = correct + c, asked + a
+            train_s = time.perf_counter() - t0 - paused
             if boundaries:
                 method.task_end()
             method.check_finite(t)

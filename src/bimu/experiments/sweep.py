@@ -31,8 +31,11 @@ from bimu.atomic import atomic_write_text
 from bimu.data.features import StreamingStandardizer
 from bimu.data.imbalance import split_accuracy
 from bimu.engine.build import build_method
-from bimu.experiments.stream import stream_tasks
+from bimu.experiments.stream import eval_generator, stream_tasks
 from bimu.methods import get_method
+
+_CHECKPOINT_TAG = 0xC100
+"""Evaluation-generator tag of the accuracy checkpoints inside a task (plus the percent)."""
 
 DEFAULT_GRIDS = {
     "vr": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6],
@@ -69,7 +72,8 @@ def evaluate(method, benchmark, mc_samples: int | None = None, batch: int = 512,
 def run_stream(benchmark, method: str = "bimu", strategy: str = "vr", threshold: float | None = None,
                budget: float | None = None, budget_exponent: float = 0.5, mc_samples: int = 10,
                seed: int = 0, preset: str | None = None, hparams: Mapping | None = None,
-               standardize: bool = False, baseline_predicts: bool = False, engine: str = "auto") -> dict:
+               standardize: bool = False, baseline_predicts: bool = False, engine: str = "auto",
+               checkpoints: Sequence[int] = ()) -> dict:
     """One single-pass active stream over all tasks, then the final evaluation.
 
     ``strategy="all"`` is the 100%-update baseline (every example learned; with
@@ -81,6 +85,10 @@ def run_stream(benchmark, method: str = "bimu", strategy: str = "vr", threshold:
     transformed with the statistics of the examples before it; test data with the final statistics).
     The final evaluation draws the method's own number of evaluation samples (``n_eval_samples``),
     not ``mc_samples``, so runs with different query K are evaluated alike.
+    ``checkpoints`` (percents of a task's examples, 0-99) add ``checkpoint_accuracy``: for each task,
+    the accuracy on that task's test set when that share of its examples has streamed past (the
+    paper's accuracy checkpoints of the querying dynamics; each with its own evaluation generator, so
+    the stream and the final evaluation are the same with or without them).
     ``engine`` is :func:`~bimu.engine.build.build_method`'s: ``"auto"`` runs the fused engine when it
     supports the method, ``"torch"`` always the torch method, ``"fused"`` requires the engine (same
     results up to float rounding; the fused path is several times faster). The result's ``engine``
@@ -94,10 +102,19 @@ def run_stream(benchmark, method: str = "bimu", strategy: str = "vr", threshold:
     std = StreamingStandardizer(benchmark.n_features) if standardize else None
     # 'all' (unless asked to predict) and 'random' (unstandardised) decide without the K forward passes
     predict = not ((acq.strategy == "all" and not baseline_predicts) or (acq.strategy == "random" and std is None))
-    for _ in stream_tasks(benchmark, model, seed=seed, tasks=range(benchmark.n_tasks), learner=learner,
-                          predict=predict, transform=None if std is None else _prequential(std)):
-        pass
     eval_bench = benchmark if std is None else _StandardizedView(benchmark, std)
+    at: dict[str, dict[str, float]] = {}
+
+    def checkpoint(task: int, percent: int) -> None:
+        X, y = eval_bench.test_task(task)
+        gen = eval_generator(seed, task, task, tag=_CHECKPOINT_TAG + percent)
+        preds = torch.cat([model.predict(X[i:i + 512], n_samples=None, generator=gen) for i in range(0, len(y), 512)])
+        at.setdefault(str(task), {})[str(percent)] = float((preds == y).double().mean())
+
+    for _ in stream_tasks(benchmark, model, seed=seed, tasks=range(benchmark.n_tasks), learner=learner,
+                          predict=predict, transform=None if std is None else _prequential(std),
+                          checkpoints=checkpoints, on_checkpoint=checkpoint if checkpoints else None):
+        pass
     result = evaluate(model, eval_bench, mc_samples=None,
                       generator=torch.Generator().manual_seed(seed * 31 + 0xE7A1))
     quarters = learner.ledger.task_quarters()
@@ -114,6 +131,8 @@ def run_stream(benchmark, method: str = "bimu", strategy: str = "vr", threshold:
         "last_quarter_share": float(np.mean([q["last_quarter"] for q in quarters.values()])),
         "task_quarters": {str(k): v for k, v in quarters.items()},
     })
+    if checkpoints:
+        result["checkpoint_accuracy"] = at
     return result
 
 
