@@ -41,13 +41,13 @@ PMNIST = [
 _METHODS_AL = ("bimu", "ste", "bayesbinn", "mesu")
 ACTIVE = [
     # (reproduction, rows (None: all), seeds): the method comparison on Animals, then objects-seq's
-    # BiMU tables, then the comparison on objects-seq method by method
+    # BiMU tables, cheapest first, then the comparison on objects-seq method by method
     ("animals-al", None, 3),
     ("openloris-al", ["bimu-all", *[f"bimu-vr-{t:g}" for t in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6)],
                       *[f"bimu-random-{p:g}" for p in (0.01, 0.02, 0.05, 0.1, 0.2, 0.4)]], 3),
-    ("vr-samples", None, 3),
+    ("query-dynamics", None, 3),  # 3 runs
     ("budget-controller", None, 3),
-    ("query-dynamics", None, 3),
+    ("vr-samples", None, 3),
     ("standardisation", None, 3),
     ("openloris", None, 3),
     ("bwt", None, 3),

@@ -14,10 +14,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from bimu.rundir import CHECKPOINT, SUMMARY, RunDir, find_run_dirs
-
-RESULT = "result.json"
-"""What an active-learning run (``bimu reproduce animals-al`` and the like) writes when it is done."""
+from bimu.rundir import CHECKPOINT, RESULT, SUMMARY, RunDir, find_run_dirs
 
 
 def keep(src: Path, dst: Path, partial: bool) -> list[str]:

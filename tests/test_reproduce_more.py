@@ -143,12 +143,13 @@ def test_paper_numbers_match_the_tex(table):
 @needs_tex
 def test_active_paper_numbers_match_the_tex():
     tex = _norm(PAPER_TEX.read_text())
-    cells = [c for t in (paper.BUDGET, paper.QUERY_DYNAMICS) for v in t.values() for c in paper.cells(v).values()]
+    cells = [c for t in (paper.BUDGET, paper.QUERY_DYNAMICS, paper.QUERY_DYNAMICS_ACCURACY) for v in t.values()
+             for c in paper.cells(v).values()]
     cells += [c for rows in paper.VR_SAMPLES.values() for _, row in rows for c in paper.cells(row).values()]
     cells += list(active_learning.paper_points(paper.ANIMALS_AL_BASELINE, paper.ANIMALS_VR_POINTS).values())
     cells += list(active_learning.paper_points(paper.OPENLORIS_AL_BASELINE, paper.OPENLORIS_VR_POINTS).values())
     assert all(_in_paper(c, tex) for c in cells), [c for c in cells if not _in_paper(c, tex)]
-    assert len(paper.BUDGET) == 18 and len(paper.QUERY_DYNAMICS) == 13
+    assert len(paper.BUDGET) == 18 and len(paper.QUERY_DYNAMICS) == len(paper.QUERY_DYNAMICS_ACCURACY) == 13
     # every vote threshold of the paper's K ablation maps to its merged row
     assert active_learning.paper_vr_samples(5, 3) == ("80.86 ± 1.90", "1.47 ± 0.16")
     assert active_learning.paper_vr_samples(25, 2) == ("-", "-")
@@ -168,9 +169,12 @@ def test_paper_cells_in_quick_tables(quick_out):
     assert rows[1][1] == "B=3.0%, gamma=0.50" and rows[1][3] == "3.96 ± 0.03" and rows[1][5] == "90.79 ± 0.61"
     _, header, rows, _ = _read(quick_out, "query-dynamics")
     assert [r[0] for r in rows] == ["Task 1", "Task 2", "Average"]
-    assert rows[-1][2] == "45.85 ± 9.70"
-    shares = [float(r[i]) for r in rows[:-1] for i in (1, 3, 5)]
-    assert all(0 <= v <= 100 for v in shares)
+    assert header[1:3] == ["Acc@0 (%)", "Paper"] and header[11] == "Updates 0-24 (%)"
+    assert rows[-1][2] == "13.12 ± 5.29" and rows[-1][10] == "89.48 ± 4.10" and rows[-1][12] == "45.85 ± 9.70"
+    shares = [float(r[i]) for r in rows[:-1] for i in (11, 13, 15)]
+    assert all(0 <= v <= 100 for v in shares) and abs(sum(shares[:3]) - 100) < 0.02
+    accuracies = [float(r[i]) for r in rows[:-1] for i in (1, 3, 5, 7, 9)]
+    assert all(0 <= v <= 100 for v in accuracies)
 
 
 @needs_tiny

@@ -49,6 +49,16 @@ def test_states_progress_and_time_left(tmp_path):
     assert by[("mesu", "seed-0")]["seconds_left"] is None and by[("mesu", "seed-0")]["steps_per_s"] is None
 
 
+def test_an_active_learning_run_is_complete_once_its_result_is_written(tmp_path):
+    done, started = (RunDir(tmp_path / "animals-al" / "bimu-vr-0.3" / f"seed-{s}") for s in (0, 1))
+    for rd in (done, started):
+        rd.write_json("config.json", {"benchmark": "animals-ti", "method": "bimu", "strategy": "vr"})
+    done.write_json("result.json", {"accuracy": 0.468, "seed": 0})
+    a, b = seed_status(done.path), seed_status(started.path)
+    assert (a["state"], a["last_acc"], a["seconds_left"]) == ("complete", 0.468, 0.0)
+    assert (b["state"], b["last_acc"]) == ("not started", None)
+
+
 def test_a_lock_left_by_a_dead_process_is_not_running(tmp_path):
     dead = 2 ** 22 + 12345  # above the default pid_max: no such process
     p = _run(tmp_path, "bimu", 0, done=2, lock_pid=dead)

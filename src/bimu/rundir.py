@@ -42,6 +42,8 @@ SUMMARY = "summary.json"
 CHECKPOINT = "checkpoint.pt"
 ERROR = "error.txt"
 LOCK = ".lock"
+RESULT = "result.json"
+"""The one file an active-learning run of ``bimu reproduce`` writes when it is done (beside its config)."""
 
 
 class RunDirRefused(RuntimeError):

@@ -1,6 +1,7 @@
 """``bimu status``: where long runs stand, read from their run directories (nothing is loaded or run).
 
-For every seed directory under the given paths: its state (``complete``, ``running`` while a live
+For every seed directory under the given paths: its state (``complete``, also for an active-learning
+run whose ``result.json`` is written; ``running`` while a live
 process holds its lock, ``failed`` with an ``error.txt``, ``stopped`` part way, ``not started``), tasks
 done out of the stream's (the tasks of ``metrics.jsonl``, which the runner writes after the checkpoint,
 so they are never more than a resume will keep), the accuracy right after the last task, the recent training rate (median
@@ -28,7 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bimu.rundir import CONFIG, ERROR, SUMMARY, RunDir, find_run_dirs
+from bimu.rundir import CONFIG, ERROR, RESULT, SUMMARY, RunDir, find_run_dirs
 
 RECENT_TASKS = 10
 """Tasks over which the recent rate and time per task are taken (medians)."""
@@ -51,6 +52,7 @@ def seed_status(path: str | os.PathLike) -> dict[str, Any]:
         raise ValueError(f"{p}: not a readable run directory ({CONFIG}: {e})") from None
     records = rd.read_metrics()
     summary = rd.read_json(SUMMARY) if rd.exists(SUMMARY) else None
+    result = rd.read_json(RESULT) if rd.exists(RESULT) else None  # an active-learning run, done
     tasks = cfg.get("tasks")
     if summary and summary.get("n_tasks"):
         tasks = int(summary["n_tasks"])
@@ -62,7 +64,7 @@ def seed_status(path: str | os.PathLike) -> dict[str, Any]:
     if rd.exists(ERROR):
         lines = [x for x in rd.file(ERROR).read_text(errors="replace").splitlines() if x.strip()]
         error = lines[-1] if lines else "error.txt is empty"
-    if summary and summary.get("complete"):
+    if (summary and summary.get("complete")) or result is not None:
         state = "complete"
     elif rd.locked_by_live_process():
         state = "running"
@@ -82,7 +84,8 @@ def seed_status(path: str | os.PathLike) -> dict[str, Any]:
         seconds_left = None
     return {"path": str(p), "benchmark": cfg.get("benchmark"), "method": cfg.get("method"),
             "hidden": list(cfg.get("hidden") or []), "state": state,
-            "tasks_done": done, "tasks": tasks, "last_acc": records[-1].get("acc") if records else None,
+            "tasks_done": done, "tasks": tasks,
+            "last_acc": records[-1].get("acc") if records else (result or {}).get("accuracy"),
             "steps_per_s": statistics.median(rates) if rates else None, "seconds_per_task": seconds_per_task,
             "seconds_spent": spent, "seconds_left": seconds_left, "error": error}
 

@@ -384,12 +384,18 @@ CHECKPOINTS = (0, 25, 50, 75, 99)
 Acc@0 ... Acc@99)."""
 
 
+def query_dynamics_row(setup: ALSetup) -> ALRow:
+    """The one row of the query-dynamics table: VR, K = 10, threshold 0.1, accuracy at :data:`CHECKPOINTS`."""
+    return ALRow(["VR", "0.1"], "vr-0.1", {**rule_params("vr", 0.1, preset=setup.preset),
+                                           "checkpoints": list(CHECKPOINTS)})
+
+
 def build_query_dynamics(opts: Options, log=None) -> Report:
     """Per task and on average, beside the paper's tables (a) and (b): the accuracy on the task's test set
     at :data:`CHECKPOINTS` inside it, and the share of its VR queries in its first quarter (0-24% of
     the task's examples), middle (25-74%) and last quarter (75-99%)."""
     setup = objects_setup(opts)
-    row = ALRow(["VR", "0.1"], "vr-0.1", {**rule_params("vr", 0.1, preset=setup.preset), "checkpoints": list(CHECKPOINTS)})
+    row = query_dynamics_row(setup)
     results, code = run_al_rows("query-dynamics", setup, [row], opts, log)
     res = results.get(row.slug) or []
     parts = ("first_quarter", "middle", "last_quarter")

@@ -5,7 +5,8 @@ A run table's entry lists its rows (:mod:`bimu.reproduce.pmnist`, :mod:`bimu.rep
 each row is run into ``OUT/runs/<scale>/<entry>/<row>/`` (one run directory per seed below it), so a
 second invocation reuses every completed run and resumes interrupted ones
 (:mod:`bimu.reproduce.runtable`). Other entries build their own report
-(:mod:`bimu.reproduce.al_methods`, :mod:`bimu.reproduce.active_learning`, :mod:`bimu.reproduce.figures`). The report is written as
+(:mod:`bimu.reproduce.al_methods`, :mod:`bimu.reproduce.active_learning`, :mod:`bimu.reproduce.al_claims`,
+:mod:`bimu.reproduce.figures`). The report is written as
 ``OUT/<entry>.md``, ``.csv`` and ``.tex`` (mean ± std over seeds of each quantity, the paper's own number
 in the adjacent column), figures as ``OUT/<entry>-*.png`` and a manifest ``OUT/<entry>.json`` (command,
 seeds, scale, real or stand-in data) from which ``bimu report --results-page`` builds
@@ -23,7 +24,7 @@ import dataclasses
 from pathlib import Path
 
 from bimu.reproduce import active_learning as al
-from bimu.reproduce import al_methods
+from bimu.reproduce import al_claims, al_methods
 from bimu.reproduce.features import rows_bwt, rows_openloris, rows_standardisation
 from bimu.reproduce.figures import accuracy_per_task_figure, learning_rate_map, probability_histograms_figure
 from bimu.reproduce.pmnist import (memory_footprint_report, rows_activation, rows_memory_window, rows_pmnist_1000,
@@ -66,6 +67,8 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in (
     Entry("query-dynamics", "Temporal distribution of VR updates", ("Task",), build=al.build_query_dynamics,
           repeatable_stream=True, reads_runs=True),
     Entry("learning-rate-map", "BiMU learning-rate colour map", build=learning_rate_map, computed=True),
+    Entry("al-claims", "The paper's active-learning claims, decided from the runs", ("Claim",),
+          build=al_claims.build, computed=True, reads_runs=True, repeatable_stream=True),
 )}
 """``bimu reproduce NAME`` -> its entry, in the order ``bimu reproduce --help`` lists them."""
 

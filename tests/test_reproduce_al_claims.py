@@ -1,0 +1,99 @@
+"""``bimu reproduce al-claims``: each claim decided from hand-made run files, with hand-computed numbers."""
+
+import json
+
+import pytest
+
+from bimu.reproduce import active_learning as al
+from bimu.reproduce import al_claims, al_methods
+from bimu.reproduce.spec import Options
+
+
+def _write(opts, name, setup, row, seed, **result):
+    d = al.run_dir_of(opts, name, row, seed)
+    d.mkdir(parents=True)
+    (d / "config.json").write_text(json.dumps(al._job_config(setup, opts, row, seed)))
+    (d / "result.json").write_text(json.dumps({"seed": seed, **result}))
+
+
+def _point(q, acc, rare=None):
+    return {"query_fraction": q, "accuracy": acc, "rare_accuracy": acc if rare is None else rare,
+            "frequent_accuracy": acc}
+
+
+@pytest.fixture
+def opts(tmp_path):
+    return Options(scale="full", out=str(tmp_path))
+
+
+def _methods_runs(opts, ste_acc):
+    setup, rows = al.objects_setup(opts), {r.slug: r for r in al_methods.rows_for(opts, "openloris")}
+    runs = {"bimu-all": _point(1.0, 0.80), "bimu-vr-0.1": _point(0.04, 0.90, 0.60),
+            "bimu-vr-0.2": _point(0.02, 0.70, 0.50), "bimu-random-0.01": _point(0.01, 0.50, 0.20),
+            "bimu-random-0.05": _point(0.05, 0.60, 0.30), "mesu-vr-0.1": _point(0.01, 0.60),
+            "mesu-vr-0.2": _point(0.05, 0.70), "bayesbinn-vr-0.1": _point(0.01, 0.10),
+            "bayesbinn-vr-0.2": _point(0.05, 0.10), "ste-aleatoric-0.01": _point(0.01, ste_acc),
+            "ste-aleatoric-0.05": _point(0.05, ste_acc)}
+    for slug, point in runs.items():
+        for seed in (0, 1):  # two equal seeds: the seed means are the points
+            _write(opts, "openloris-al", setup, rows[slug], seed, **point)
+    return al_methods.rows_for(opts, "openloris")
+
+
+def _table(opts):
+    rep = al_claims.build(opts)
+    return {row[0].split(".")[0]: row for row in rep.table.rows}, rep
+
+
+def test_claims_one_to_three_from_the_method_comparison(opts):
+    _methods_runs(opts, ste_acc=0.2)
+    rows, rep = _table(opts)
+    # VR crosses the 80% baseline halfway between (2%, 70%) and (4%, 90%): 3% queried, 33.3x <= 2 x 3.1%
+    assert rows["1"][2] == ("holds: VR reaches the 100% baseline's 80.00% at 3.00% queried (33.3x; paper 32.3x at "
+                            "3.1%); best 90.00% at 4.00%")
+    # random at 2%: 52.5% (rare 22.5%), at 4%: 57.5% (27.5%): VR +17.5 and +32.5, rare +27.5 and +32.5
+    assert rows["2"][2] == ("holds: VR minus random at the same queried fraction, mean over 2 VR rows: overall "
+                            "+25.00 points, rare classes +30.00 points")
+    # MESU at 2%: 62.5%, at 4%: 67.5%: +7.5 and +22.5; BayesBiNN 10%: +70; STE 20%: +60
+    assert rows["3"][2] == ("holds: BiMU VR minus each at the same queried fraction: MESU VR +15.00 (2 rows), "
+                            "BayesBiNN VR +70.00 (2 rows), STE Aleatoric +60.00 (2 rows) points")
+    assert rows["1"][3].startswith("not decided") and rows["5"][3].startswith("not applicable")
+    assert "openloris-al: 11 of 69 rows with complete runs, 22 runs, seeds 0,1" in rep.table.notes
+    assert rep.seeds == [0, 1]
+
+
+def test_claim_three_fails_on_one_method_and_is_undecided_without_one(opts):
+    _methods_runs(opts, ste_acc=0.95)
+    assert _table(opts)[0]["3"][2].startswith("does not hold: ") and "STE Aleatoric -15.00" in _table(opts)[0]["3"][2]
+
+
+def test_claims_four_to_six(opts):
+    setup = al.objects_setup(opts)
+    for row in al.rows_budget(opts):
+        if row.params["budget"] is not None:
+            b, g = row.params["budget"], row.params["budget_exponent"]
+            q = b * (1.05 if g < 0.5 else 1.3) if (b, g) != (0.05, 0.1) else 0.06
+            _write(opts, "budget-controller", setup, row, 0, **_point(q, 0.8))
+    qd = al.query_dynamics_row(setup)
+    _write(opts, "query-dynamics", setup, qd, 0, **_point(0.05, 0.8), task_quarters={
+        "0": {"first_quarter": 0.5, "middle": 0.4, "last_quarter": 0.1},
+        "1": {"first_quarter": 0.3, "middle": 0.5, "last_quarter": 0.2}})
+    k_rows = {r.slug: r for r in al.rows_vr_samples(opts)}
+    for slug, point in {"all": _point(1.0, 0.8), "vr-K10-n1": _point(0.04, 0.85), "vr-K10-n2": _point(0.02, 0.75),
+                        "vr-K3-n1": _point(0.05, 0.82), "vr-K3-n2": _point(0.03, 0.70)}.items():
+        _write(opts, "vr-samples", setup, k_rows[slug], 0, **point)
+    rows, _ = _table(opts)
+    # gamma 0.1 misses B = 5% by 20%
+    assert rows["4"][2] == ("does not hold: gamma 0.01: largest relative error 5.0% over 6 targets, gamma 0.1: "
+                            "largest relative error 20.0% over 6 targets; B = 3%, gamma 0.5: 3.90% realised")
+    assert rows["5"][2] == ("holds: 40.0% / 45.0% / 15.0% of a task's updates in its first quarter / middle half / "
+                            "last quarter (uniform: 25 / 50 / 25), mean over 2 tasks")
+    # K = 10 crosses 80% at 3% (33.3x); K = 3 at 3% + 2% x 10/12 = 4.667% (21.4x) >= 33.3x / 2
+    assert rows["6"][2] == "holds: saving at the 100% baseline's 80.00%: K = 3: 21.4x, K = 10: 33.3x"
+    assert rows["4"][3].startswith("not run: ")
+
+
+def test_a_claim_without_runs_is_not_decided(opts):
+    rows, rep = _table(opts)
+    assert all(r[2].startswith("not decided: ") for r in rows.values())
+    assert rep.seeds == []
