@@ -43,6 +43,8 @@ ACTIVE = [
     # (reproduction, rows (None: all), seeds): the method comparison on Animals, then objects-seq's
     # BiMU tables, cheapest first, then the comparison on objects-seq method by method
     ("animals-al", None, 3),
+    ("animals-budget-controller", None, 3),
+    ("animals-vr-samples", None, 3),
     ("openloris-al", ["bimu-all", *[f"bimu-vr-{t:g}" for t in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6)],
                       *[f"bimu-random-{p:g}" for p in (0.01, 0.02, 0.05, 0.1, 0.2, 0.4)]], 3),
     ("query-dynamics", None, 3),  # 3 runs
@@ -50,7 +52,9 @@ ACTIVE = [
     ("vr-samples", None, 3),
     ("standardisation", None, 3),
     ("openloris", None, 3),
-    ("bwt", None, 3),
+    # bwt's OpenLORIS rows only: its Permuted-MNIST rows are pmnist-1000's runs (the pmnist queue)
+    ("bwt", [f"objects-seq-{m}" for m in ("bimu", "bayesbinn", "synaptic-metaplasticity", "ste", "mesu", "ewc-online",
+                                          "si", "sgd")], 3),
     ("openloris-al", None, 3),
 ]
 QUEUES = {"pmnist": PMNIST, "active": ACTIVE}

@@ -90,10 +90,35 @@ def test_claims_four_to_six(opts):
                             "last quarter (uniform: 25 / 50 / 25), mean over 2 tasks")
     # K = 10 crosses 80% at 3% (33.3x); K = 3 at 3% + 2% x 10/12 = 4.667% (21.4x) >= 33.3x / 2
     assert rows["6"][2] == "holds: saving at the 100% baseline's 80.00%: K = 3: 21.4x, K = 10: 33.3x"
-    assert rows["4"][3].startswith("not run: ")
+    assert rows["4"][3].startswith("not decided: ") and rows["6"][3].startswith("not decided: ")
+
+
+def test_claims_four_and_six_on_animals_read_the_animals_tables(opts):
+    setup = al.animals_setup(opts)
+    for row in al.rows_budget(opts, "animals"):
+        if row.params["budget"] is not None:
+            _write(opts, "animals-budget-controller", setup, row, 0, **_point(row.params["budget"] * 1.04, 0.5))
+    k_rows = {r.slug: r for r in al.rows_vr_samples(opts, "animals")}
+    for slug, point in {"all": _point(1.0, 0.5), "vr-K10-n1": _point(0.2, 0.55), "vr-K2-n1": _point(0.5, 0.52)}.items():
+        _write(opts, "animals-vr-samples", setup, k_rows[slug], 0, **point)
+    rows, rep = _table(opts)
+    assert rows["4"][3] == ("holds: gamma 0.01: largest relative error 4.0% over 6 targets, gamma 0.1: largest "
+                            "relative error 4.0% over 6 targets; B = 3%, gamma 0.5: 3.12% realised")
+    # K = 10 reaches 50% at 20% (5.0x), K = 2 at 50% (2.0x) < 5.0x / 2
+    assert rows["6"][3] == "does not hold: saving at the 100% baseline's 50.00%: K = 2: 2.0x, K = 10: 5.0x"
+    assert rows["4"][2].startswith("not decided: ") and "animals-vr-samples: 3 of 41 rows" in " ".join(rep.table.notes)
 
 
 def test_a_claim_without_runs_is_not_decided(opts):
     rows, rep = _table(opts)
     assert all(r[2].startswith("not decided: ") for r in rows.values())
     assert rep.seeds == []
+
+
+def test_the_command_reads_runs_and_trains_nothing(tmp_path):
+    from bimu.cli import main
+
+    assert main(["reproduce", "al-claims", "--scale", "quick", "--out", str(tmp_path)]) == 0
+    manifest = json.loads((tmp_path / "al-claims.json").read_text())
+    assert not (tmp_path / "runs").exists() and manifest["seeds"] == []
+    assert [r[0][:2] for r in manifest["table"]["rows"]] == ["1.", "2.", "3.", "4.", "5.", "6."]

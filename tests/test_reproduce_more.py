@@ -41,6 +41,10 @@ NEW_RUN_ENTRIES = {  # name -> (needs, expected label rows at quick scale, figur
     "vr-samples": ("tiny", None, []),
     "budget-controller": ("tiny", None, []),
     "query-dynamics": ("tiny", None, []),
+    "animals-vr-samples": ("tiny", [["Baseline", "-"], *[[str(k), "0.50" if k == 2 else f"{1 / k:.2f}"]
+                                                         for k in (2, 3, 5, 10, 25)]], []),
+    "animals-budget-controller": ("tiny", [["Random querying", "Full stream"], ["Budgeted VR", "B=3.0%, gamma=0.50"],
+                                           ["Budgeted VR", "B=3.0%, gamma=0.10"]], []),
     "learning-rate-map": ("none", None, []),
 }
 

@@ -98,7 +98,7 @@ def animals_setup(opts: Options) -> ALSetup:
     """``animals-ti`` (stand-in) or ``animals``: one task, all features (1,024 at quick scale)."""
     bench = opts.benchmark or "animals-ti"
     if bench not in ("animals-ti", "animals"):
-        raise ValueError(f"--benchmark for animals-al must be animals-ti or animals, got {bench!r}")
+        raise ValueError(f"--benchmark for the Animals entries must be animals-ti or animals, got {bench!r}")
     return ALSetup(bench, _with_repeats({"n_features": 1024 if opts.scale == "quick" else None}, opts), "animals")
 
 
@@ -119,6 +119,13 @@ def objects_setup(opts: Options) -> ALSetup:
     if bench == "openloris":
         options["imbalanced"] = True
     return ALSetup(bench, _with_repeats(options, opts), "openloris-8192-imbalanced")
+
+
+SETUPS = {"animals": animals_setup, "openloris": objects_setup}
+"""An entry's data (``animals`` or ``openloris``) -> its setup function."""
+
+AL_BASELINES = {"animals": paper.ANIMALS_AL_BASELINE, "openloris": paper.OPENLORIS_AL_BASELINE}
+"""The paper's 100%-update baseline of each data."""
 
 
 def _with_repeats(options: dict, opts: Options) -> dict:
@@ -159,30 +166,32 @@ def rule_params(score: str, threshold=None, *, budget=None, gamma=0.5, k=10, met
             "budget_exponent": gamma, "mc_samples": k, "preset": preset}
 
 
-def rows_vr_samples(opts: Options) -> list[ALRow]:
+def rows_vr_samples(opts: Options, data: str = "openloris") -> list[ALRow]:
     """VR with K in 2, 3, 5, 10, 25 at every vote threshold n/K, n = 1..K-1 (quick: n = 1), and the
-    100% baseline."""
-    setup = objects_setup(opts)
+    100% baseline, on ``data`` (``openloris``: the paper's table; ``animals``: the same rows, which the
+    paper does not report)."""
+    setup = SETUPS[data](opts)
     rows = [ALRow(["Baseline", "-"], "all", rule_params("all", preset=setup.preset),
-                  paper.cells(paper.OPENLORIS_AL_BASELINE))]
+                  paper.cells(AL_BASELINES[data]))]
     for k in VR_SAMPLES:
         for n in ((1,) if opts.scale == "quick" else range(1, k)):
-            acc, used = paper_vr_samples(k, n)
+            acc, used = paper_vr_samples(k, n) if data == "openloris" else ("-", "-")
             rows.append(ALRow([str(k), f"{n / k:.2f}"], f"vr-K{k}-n{n}",
                               rule_params("vr", n / k, k=k, preset=setup.preset), {"acc": acc, "used": used}))
     return rows
 
 
-def rows_budget(opts: Options) -> list[ALRow]:
+def rows_budget(opts: Options, data: str = "openloris") -> list[ALRow]:
     """The budget controller (VR, K = 10) for each target B and exponent gamma, and the full-stream
-    baseline (quick: B = 3% with gamma 0.5 and 0.1)."""
-    setup = objects_setup(opts)
+    baseline (quick: B = 3% with gamma 0.5 and 0.1), on ``data`` (as :func:`rows_vr_samples`)."""
+    setup = SETUPS[data](opts)
     rows = [ALRow(["Random querying", "Full stream"], "all", rule_params("all", preset=setup.preset),
-                  paper.cells(paper.OPENLORIS_AL_BASELINE))]
+                  paper.cells(AL_BASELINES[data]))]
     pairs = [(0.03, 0.5), (0.03, 0.1)] if opts.scale == "quick" else [(b, g) for b in BUDGETS for g in GAMMAS]
     for b, g in pairs:
+        ref = paper.cells(paper.BUDGET[(b, g)]) if data == "openloris" else {}
         rows.append(ALRow(["Budgeted VR", f"B={100 * b:.1f}%, gamma={g:.2f}"], f"vr-B{b:g}-g{g:g}",
-                          rule_params("vr", budget=b, gamma=g, preset=setup.preset), paper.cells(paper.BUDGET[(b, g)])))
+                          rule_params("vr", budget=b, gamma=g, preset=setup.preset), ref))
     return rows
 
 
@@ -360,23 +369,43 @@ def paired_table(name: str, title: str, setup: ALSetup, rows: Sequence[ALRow], o
                   seeds_shown(results))
 
 
-def build_vr_samples(opts: Options, log=None) -> Report:
-    """The K ablation table: samples, threshold, accuracy and data used, each beside the paper's."""
-    return paired_table("vr-samples", "Number of VR predictors K (imbalanced OpenLORIS-Object)", objects_setup(opts),
-                        rows_vr_samples(opts), opts, log, ("Samples", "Threshold"),
-                        (("Accuracy (%)", "accuracy", "acc"), ("Data used (%)", "query_fraction", "used")),
-                        "the paper merges thresholds with identical results into one row; its numbers are "
-                        "repeated here on each threshold of a merged row ('-': a threshold the paper does not list)")
+DATA_NAMES = {"openloris": "imbalanced OpenLORIS-Object", "animals": "imbalanced Animals"}
+"""Table-title names of the entries' data."""
 
 
-def build_budget(opts: Options, log=None) -> Report:
-    """The budget-controller table: setting, data used and accuracy, each beside the paper's."""
-    return paired_table("budget-controller",
-                        "Budget-driven adaptive VR thresholding (K = 10, imbalanced OpenLORIS-Object)",
-                        objects_setup(opts), rows_budget(opts), opts, log, ("Method", "Controller setting"),
-                        (("Data used (%)", "query_fraction", "used"), ("Accuracy (%)", "accuracy", "acc")),
-                        "the paper's baseline row is labelled 'Random querying, full stream': every example is "
-                        "learned (the 100%-update baseline, strategy 'all')")
+def vr_samples_entry(data: str, name: str):
+    """A ``build(opts, log)`` of the K ablation table on ``data``: samples, threshold, accuracy and data
+    used, each beside the paper's (OpenLORIS; the paper has no such table on Animals)."""
+    note = ("the paper merges thresholds with identical results into one row; its numbers are repeated here on "
+            "each threshold of a merged row ('-': a threshold the paper does not list)" if data == "openloris" else
+            "the paper reports the K ablation on OpenLORIS-Object only: its column holds the Animals 100% baseline")
+
+    def build(opts: Options, log=None) -> Report:
+        """The K ablation table on this entry's data: run (or reuse) its rows and tabulate them."""
+        return paired_table(name, f"Number of VR predictors K ({DATA_NAMES[data]})", SETUPS[data](opts),
+                            rows_vr_samples(opts, data), opts, log, ("Samples", "Threshold"),
+                            (("Accuracy (%)", "accuracy", "acc"), ("Data used (%)", "query_fraction", "used")), note)
+    return build
+
+
+def budget_entry(data: str, name: str):
+    """A ``build(opts, log)`` of the budget-controller table on ``data``: setting, data used and accuracy,
+    each beside the paper's (OpenLORIS)."""
+    note = ("the paper's baseline row is labelled 'Random querying, full stream': every example is learned (the "
+            "100%-update baseline, strategy 'all')")
+    if data != "openloris":
+        note += "; the paper reports the controller on OpenLORIS-Object only"
+
+    def build(opts: Options, log=None) -> Report:
+        """The budget-controller table on this entry's data: run (or reuse) its rows and tabulate them."""
+        return paired_table(name, f"Budget-driven adaptive VR thresholding (K = 10, {DATA_NAMES[data]})",
+                            SETUPS[data](opts), rows_budget(opts, data), opts, log, ("Method", "Controller setting"),
+                            (("Data used (%)", "query_fraction", "used"), ("Accuracy (%)", "accuracy", "acc")), note)
+    return build
+
+
+build_vr_samples = vr_samples_entry("openloris", "vr-samples")
+build_budget = budget_entry("openloris", "budget-controller")
 
 
 CHECKPOINTS = (0, 25, 50, 75, 99)

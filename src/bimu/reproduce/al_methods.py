@@ -53,8 +53,7 @@ RANDOM_GRID = (0.01, 0.02, 0.05, 0.1, 0.2, 0.4)
 """Random querying probabilities: from below the paper's VR budgets on OpenLORIS (3-4%) to above its
 Animals ones (11-18%), so every rule point has a random point on each side to compare with."""
 
-SETUPS = {"animals": al.animals_setup, "openloris": al.objects_setup}
-"""Entry data -> its setup function."""
+SETUPS = al.SETUPS
 
 PAPER_POINTS = {"animals": (paper.ANIMALS_AL_BASELINE, paper.ANIMALS_VR_POINTS),
                 "openloris": (paper.OPENLORIS_AL_BASELINE, paper.OPENLORIS_VR_POINTS)}
