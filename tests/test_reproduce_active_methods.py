@@ -28,6 +28,7 @@ CATS = {"bottle": ("b", 2), "cup": ("c", 3), "knife": ("k", 1), "toy": ("teddy",
 RULES = {("BiMU", r) for r in ("100% updates", "VR", "Predictive entropy", "Aleatoric", "Epistemic", "Random")}
 RULES |= {(m, r) for m in ("MESU", "BayesBiNN") for r in ("100% updates", "VR", "Random")}
 RULES |= {("STE", r) for r in ("100% updates", "Aleatoric", "Random")}
+RULES |= {("MESU (standardised)", r) for r in ("100% updates", "VR", "Random")}
 """(method, rule) rows of the comparison at quick scale."""
 
 
@@ -119,7 +120,7 @@ def test_same_seed_same_run_and_rows_select(tmp_path, on_fixture):
 
 
 def test_animals_al_compares_methods(tmp_path, on_fixture):
-    rows = ["bimu-all", "bimu-vr-0.1", "bimu-random-0.01", "bayesbinn-vr-0.1", "ste-aleatoric-0.01"]
+    rows = ["bimu-all", "bimu-vr-0.1", "bimu-random-0.01", "bayesbinn-vr-0.1", "ste-aleatoric-0.01", "mesu-std-vr-0.1"]
     assert _run("animals-al", tmp_path, "--rows", *rows) == 0
     header, table = _csv(tmp_path, "animals-al")
     assert {(r[0], r[1]) for r in table} == RULES
@@ -129,18 +130,30 @@ def test_animals_al_compares_methods(tmp_path, on_fixture):
     cfg = json.loads((tmp_path / "runs/quick/animals-al/bayesbinn-vr-0.1/seed-0/config.json").read_text())
     assert cfg["benchmark"] == "animals-ti" and cfg["preset"] == "animals" and cfg["method"] == "bayesbinn"
     assert (tmp_path / "animals-al-methods.png").is_file()
+    cfg = json.loads((tmp_path / "runs/quick/animals-al/mesu-std-vr-0.1/seed-0/config.json").read_text())
+    assert cfg["standardize"] is True and cfg["preset"] == "animals-std" and cfg["method"] == "mesu"
+    # the per-method figures of the variants with runs, none for those without
+    assert [(tmp_path / f"animals-al-{v}.png").is_file() for v in ("bayesbinn", "ste", "mesu-std", "mesu")] == [
+        True, True, True, False]
 
 
 def test_full_scale_rows_and_presets():
     opts = Options(seeds=(0, 1, 2))
     rows = al_methods.rows_for(opts, "openloris")
-    # BiMU: baseline, VR 6, entropy 6, aleatoric 6, epistemic 5, random 6; MESU, BayesBiNN: 1 + 6 + 6; STE 1 + 6 + 6
-    assert len(rows) == 30 + 3 * 13
+    # BiMU: baseline, VR 6, entropy 6, aleatoric 6, epistemic 5, random 6; MESU, BayesBiNN: 1 + 6 + 6; STE 1 + 6 + 6;
+    # MESU standardised 1 + 6 + 6
+    assert len(rows) == 30 + 4 * 13
     assert len({r.slug for r in rows}) == len(rows)
+    std = [r for r in rows if r.slug.startswith("mesu-std-")]
+    assert len(std) == 13 and all(r.params["standardize"] and r.params["preset"] == "openloris-8192-imbalanced-std"
+                                  for r in std)
+    assert not any("standardize" in r.params for r in rows if r not in std)  # the other rows' runs stay valid
     for data in ("openloris", "animals"):
         preset = al_methods.SETUPS[data](opts).preset
         for method in al_methods.COMPARED:
             assert preset in get_method(method).presets  # each method's own preset of the paper's appendix
+        for method in al_methods.STANDARDISED:
+            assert preset + "-std" in get_method(method).presets
     assert {r.params["mc_samples"] for r in rows if r.params["method"] == "ste"} == {1}
     assert al.objects_setup(opts).benchmark == "objects-seq"
     assert al.objects_setup(Options(benchmark="objects-ti")).benchmark == "objects-ti"

@@ -121,7 +121,7 @@ def _results(name: str, setup: al.ALSetup, rows: Sequence[al.ALRow], opts: Optio
 def _curve(rows: Sequence[al.ALRow], results: dict, method: str, strategy: str) -> list[dict]:
     """Seed means of ``method``'s rows of ``strategy``, by queried fraction."""
     pts = [am._means(am._ok(results.get(r.slug))) for r in rows
-           if r.params["method"] == method and r.params["strategy"] == strategy and am._ok(results.get(r.slug))]
+           if am.variant_of(r) == method and r.params["strategy"] == strategy and am._ok(results.get(r.slug))]
     return sorted(pts, key=lambda p: p["query_fraction"])
 
 

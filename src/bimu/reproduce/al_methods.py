@@ -6,16 +6,18 @@ threshold grid (BiMU, MESU and BayesBiNN: variation ratio with K = 10 posterior 
 has no posterior: aleatoric uncertainty of its one deterministic network) and random querying over
 :data:`RANDOM_GRID`, with its own hyperparameter preset of the paper's appendix tables
 (``animals``: tab:hpo-animals; ``openloris-8192-imbalanced``: tab:hpo-bayes-bimu). BiMU also runs the
-other unlabelled scores (predictive, aleatoric, epistemic), as the paper's BiMU figures. Each row is
-one (method, rule, threshold); each (row, seed) its own run directory
-``OUT/runs/<scale>/<entry>/<method>-<rule>[-<threshold>]/seed-<s>/``.
+other unlabelled scores (predictive, aleatoric, epistemic), as the paper's BiMU figures. MESU also runs
+on standardised inputs with its ``-std`` preset (:data:`STANDARDISED`, the paper's MESU-with-
+standardisation figures). Each row is one (method, rule, threshold); each (row, seed) its own run
+directory ``OUT/runs/<scale>/<entry>/<variant>-<rule>[-<threshold>]/seed-<s>/``.
 
 The table gives accuracy overall / rare / frequent and the queried fraction (mean ± sd over seeds),
 and beside each queried row the same method's random querying at the same queried fraction (linear
 interpolation between the seed means of its random points), so the rule and random querying are
-compared at matched budget. Two figures: ``NAME-methods.png`` (one curve per method and rule, its
-random querying dashed in the same colour, each method's 100% baseline dotted; mean ± sd over seeds)
-and ``NAME-accuracy-vs-queried.png`` (BiMU, every rule).
+compared at matched budget. Figures: ``NAME-methods.png`` (one curve per method and rule, its
+random querying dashed in the same colour, each method's 100% baseline dotted; mean ± sd over seeds),
+``NAME-accuracy-vs-queried.png`` (BiMU, every rule) and one per other variant, ``NAME-<variant>.png``
+(its rules, the paper's per-method appendix figures).
 
 >>> [r.slug for r in rows_for(Options(scale="quick"), "animals")][:4]
 ['bimu-all', 'bimu-vr-0.1', 'bimu-entropy-1', 'bimu-aleatoric-1']
@@ -39,6 +41,11 @@ COMPARED = {"bimu": ("vr", 10), "mesu": ("vr", 10), "bayesbinn": ("vr", 10), "st
 """Method -> (its query rule, Monte Carlo samples K of the query decision), as the paper's method
 comparison (Figs. animals-vr and openloris-vr): VR for the Bayesian methods, aleatoric uncertainty for
 the deterministic STE (K = 1: its network has no samples to disagree)."""
+
+STANDARDISED = ("mesu",)
+"""Methods also compared on standardised inputs (:class:`~bimu.data.features.StreamingStandardizer`, each
+example with the statistics of the examples before it) with their ``<preset>-std`` preset, as the paper's
+appendix figures of MESU with feature standardisation; their rows are the variant ``<method>-std``."""
 
 STE_ALEATORIC_GRID = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0)
 """STE's aleatoric thresholds (bits). They reach below the other methods' grid (1.0-3.5 bits): the softmax
@@ -83,28 +90,50 @@ def paper_cells(data: str, method: str, score: str) -> dict[str, str]:
     return {"acc": text}
 
 
+def variant_of(row: al.ALRow) -> str:
+    """The compared variant a row belongs to: its method, ``-std`` added on standardised inputs.
+
+    >>> variant_of(al.ALRow([], "mesu-std-all", {"method": "mesu", "standardize": True})), \
+    ...     variant_of(al.ALRow([], "mesu-all", {"method": "mesu"}))
+    ('mesu-std', 'mesu')
+    """
+    return row.params["method"] + ("-std" if row.params.get("standardize") else "")
+
+
+def variant_name(variant: str) -> str:
+    """A variant's display name: ``MESU``, ``MESU (standardised)``."""
+    method, std = (variant[:-4], True) if variant.endswith("-std") else (variant, False)
+    return paper.METHOD_NAMES[method] + (" (standardised)" if std else "")
+
+
 def rows_for(opts: Options, data: str) -> list[al.ALRow]:
     """The rows of the method comparison on ``data`` (``animals`` or ``openloris``): per method of
-    :data:`COMPARED` its 100% baseline, its rule over its threshold grid
-    (:data:`bimu.experiments.sweep.DEFAULT_GRIDS`; STE: :data:`STE_ALEATORIC_GRID`; BiMU: every score
-    of :data:`BIMU_RULES`) and random
-    querying over :data:`RANDOM_GRID`. Quick scale: the first threshold of each."""
+    :data:`COMPARED`, then per method of :data:`STANDARDISED` on standardised inputs, its 100% baseline,
+    its rule over its threshold grid (:data:`bimu.experiments.sweep.DEFAULT_GRIDS`; STE:
+    :data:`STE_ALEATORIC_GRID`; BiMU: every score of :data:`BIMU_RULES`) and random querying over
+    :data:`RANDOM_GRID`. Quick scale: the first threshold of each."""
     from bimu.experiments.sweep import DEFAULT_GRIDS
 
     setup = SETUPS[data](opts)
     quick = opts.scale == "quick"
     rows = []
-    for method, (rule, k) in COMPARED.items():
-        name = paper.METHOD_NAMES[method]
-        rows.append(al.ALRow([name, al.SCORE_NAMES["all"], "-"], f"{method}-all",
-                             al.rule_params("all", k=k, method=method, preset=setup.preset), paper_cells(data, method, "all")))
+    variants = [(m, False) for m in COMPARED] + [(m, True) for m in STANDARDISED]
+    for method, std in variants:
+        rule, k = COMPARED[method]
+        variant = method + ("-std" if std else "")
+        name = variant_name(variant)
+        preset = setup.preset + ("-std" if std else "")
+        extra = {"standardize": True} if std else {}
+        rows.append(al.ALRow([name, al.SCORE_NAMES["all"], "-"], f"{variant}-all",
+                             {**al.rule_params("all", k=k, method=method, preset=preset), **extra},
+                             paper_cells(data, method, "all") if not std else {}))
         rules = BIMU_RULES if method == "bimu" else (rule,)
         grids = [(s, STE_ALEATORIC_GRID if method == "ste" else DEFAULT_GRIDS[s]) for s in rules]
         for score, grid in grids + [("random", RANDOM_GRID)]:
             for th in (grid[:1] if quick else grid):
-                rows.append(al.ALRow([name, al.SCORE_NAMES[score], f"{th:g}"], f"{method}-{score}-{th:g}",
-                                     al.rule_params(score, th, k=k, method=method, preset=setup.preset),
-                                     paper_cells(data, method, score)))
+                rows.append(al.ALRow([name, al.SCORE_NAMES[score], f"{th:g}"], f"{variant}-{score}-{th:g}",
+                                     {**al.rule_params(score, th, k=k, method=method, preset=preset), **extra},
+                                     paper_cells(data, method, score) if not std else {}))
     return rows
 
 
@@ -127,7 +156,7 @@ def random_at(rows: Sequence[al.ALRow], results: dict, method: str, fraction: fl
     """The method's random querying at queried fraction ``fraction``: accuracy overall and on rare
     classes interpolated between the seed means of its random rows (``None`` outside their range)."""
     pts = [_means(_ok(results.get(r.slug))) for r in rows
-           if r.params["method"] == method and r.params["strategy"] == "random" and _ok(results.get(r.slug))]
+           if variant_of(r) == method and r.params["strategy"] == "random" and _ok(results.get(r.slug))]
     return {k: interpolate([(p["query_fraction"], p[k]) for p in pts], fraction)
             for k in ("accuracy", "rare_accuracy")}
 
@@ -144,18 +173,21 @@ def methods_table(name: str, title: str, setup: al.ALSetup, rows: Sequence[al.AL
         res = results.get(row.slug) or []
         same = {"accuracy": None, "rare_accuracy": None}
         if _ok(res) and row.params["strategy"] not in ("all", "random"):
-            same = random_at(rows, results, row.params["method"], _means(_ok(res))["query_fraction"])
+            same = random_at(rows, results, variant_of(row), _means(_ok(res))["query_fraction"])
         out.append(row.labels + [al.pm([r.get("query_fraction") for r in res]), al.pm([r.get("accuracy") for r in res]),
                                  al.pm([r.get("rare_accuracy") for r in res]),
                                  al.pm([r.get("frequent_accuracy") for r in res])]
                    + ["-" if v is None else f"{100 * v:.2f}" for v in same.values()]
                    + [row.paper.get("acc", "-"), al.seeds_cell(res)])
-    presets = ", ".join(f"{paper.METHOD_NAMES[m]} {setup.preset}" for m in COMPARED)
+    presets = ", ".join([f"{paper.METHOD_NAMES[m]} {setup.preset}" for m in COMPARED]
+                        + [f"{variant_name(m + '-std')} {setup.preset}-std" for m in STANDARDISED])
     notes = al.table_notes(setup, opts, name, rows=rows)
     notes[0] = notes[0].replace(f"method BiMU (preset {setup.preset})", f"methods and presets: {presets}")
     notes += [f"rules: BiMU, MESU and BayesBiNN query by VR (K = {COMPARED['bimu'][1]} posterior samples), STE by "
               "aleatoric uncertainty (its one deterministic network, K = 1), as the paper; BiMU also by "
-              "predictive, aleatoric and epistemic uncertainty; every method also queries at random; the "
+              "predictive, aleatoric and epistemic uncertainty; MESU (standardised) is MESU on inputs "
+              "standardised online (each example with the statistics of those before it) with its -std preset; "
+              "every method also queries at random; the "
               "hyperparameters are each method's preset of the paper's appendix table for these data, "
               "tuned without querying and not retuned per rule (as the paper)",
               "Random, same queried: the same method's random querying at this row's queried fraction, "
@@ -175,12 +207,12 @@ def methods_figure(path: Path, rows: Sequence[al.ALRow], results: dict, title: s
     for i, (method, (rule, _)) in enumerate(COMPARED.items()):
         name = paper.METHOD_NAMES[method]
         for score in (rule, "random"):
-            pts = [_means(_ok(results.get(r.slug))) for r in rows if r.params["method"] == method
+            pts = [_means(_ok(results.get(r.slug))) for r in rows if variant_of(r) == method
                    and r.params["strategy"] == score and _ok(results.get(r.slug))]
             if pts:
                 label = f"{name} {al.SCORE_NAMES[score]}"
                 curves[label], colors[label] = pts, f"C{i}"
-        base = [r for r in rows if r.params["method"] == method and r.params["strategy"] == "all"]
+        base = [r for r in rows if variant_of(r) == method and r.params["strategy"] == "all"]
         if base and _ok(results.get(base[0].slug)):
             baselines[f"{name} 100%"] = _means(_ok(results.get(base[0].slug)))
             colors[f"{name} 100%"] = f"C{i}"
@@ -197,9 +229,14 @@ def build_for(data: str, name: str, title: str):
         if any(map(_ok, results.values())):
             figs.append(Path(opts.out) / f"{name}-methods.png")
             methods_figure(figs[-1], rows, results, table.title)
-            bimu_rows = [r for r in rows if r.params["method"] == "bimu"]
+            bimu_rows = [r for r in rows if variant_of(r) == "bimu"]
             figs.append(Path(opts.out) / f"{name}-accuracy-vs-queried.png")
             al.bimu_figure(figs[-1], bimu_rows, results, table.title + " - BiMU, every rule")
+            for variant in [*list(COMPARED)[1:], *(f"{m}-std" for m in STANDARDISED)]:
+                mine = [r for r in rows if variant_of(r) == variant]
+                if any(_ok(results.get(r.slug)) for r in mine):
+                    figs.append(Path(opts.out) / f"{name}-{variant}.png")
+                    al.bimu_figure(figs[-1], mine, results, f"{table.title} - {variant_name(variant)}")
         return Report(table, figs, code, [setup.benchmark], seeds=al.seeds_shown(results))
     build.__doc__ = f"Run (or, with --from-runs, read) the rows of ``{name}`` and build its table and figures."
     return build
