@@ -161,6 +161,17 @@ def test_full_scale_rows_and_presets():
         al.objects_setup(Options(benchmark="animals-ti"))
 
 
+def test_the_paper_cell_is_written_once_per_rule():
+    opts = Options(scale="full", seeds=(0, 1, 2))
+    setup, rows = al.animals_setup(opts), al_methods.rows_for(opts, "animals")
+    table = al_methods.methods_table("animals-al", "t", setup, rows, {}, opts)
+    col = table.header.index("Paper (accuracy %)")
+    vr = [r[col] for r in table.rows if r[:2] == ["BiMU", "VR"]]
+    assert vr[0].startswith("84.46 at 11% queried") and vr[1:] == ["as above"] * 5
+    assert [r[col] for r in table.rows if r[:2] == ["BiMU", "100% updates"]] == ["86.28 (100% queried)"]
+    assert {r[col] for r in table.rows if r[0] != "BiMU"} == {"-"}
+
+
 def test_random_at_interpolates_the_same_methods_random_curve():
     rows = [al.ALRow(["x"], f"{m}-random-{p}", al.rule_params("random", p, method=m)) for m in ("bimu", "mesu")
             for p in (0.02, 0.1)]

@@ -161,6 +161,15 @@ def random_at(rows: Sequence[al.ALRow], results: dict, method: str, fraction: fl
             for k in ("accuracy", "rare_accuracy")}
 
 
+def _paper_once(row: al.ALRow, done: list, rows: Sequence[al.ALRow]) -> str:
+    """The paper cell of ``row``, written on the first row of its variant and rule only (``done`` rows
+    are before it); the later rows of that rule say ``as above``."""
+    text = row.paper.get("acc", "-")
+    before = rows[:len(done)]
+    same = [r for r in before if variant_of(r) == variant_of(row) and r.params["strategy"] == row.params["strategy"]]
+    return "as above" if text != "-" and same else text
+
+
 def methods_table(name: str, title: str, setup: al.ALSetup, rows: Sequence[al.ALRow], results: dict,
                   opts: Options) -> Table:
     """The comparison table: method, rule, threshold, queried %, accuracy overall / rare / frequent
@@ -178,7 +187,7 @@ def methods_table(name: str, title: str, setup: al.ALSetup, rows: Sequence[al.AL
                                  al.pm([r.get("rare_accuracy") for r in res]),
                                  al.pm([r.get("frequent_accuracy") for r in res])]
                    + ["-" if v is None else f"{100 * v:.2f}" for v in same.values()]
-                   + [row.paper.get("acc", "-"), al.seeds_cell(res)])
+                   + [_paper_once(row, out, rows), al.seeds_cell(res)])
     presets = ", ".join([f"{paper.METHOD_NAMES[m]} {setup.preset}" for m in COMPARED]
                         + [f"{variant_name(m + '-std')} {setup.preset}-std" for m in STANDARDISED])
     notes = al.table_notes(setup, opts, name, rows=rows)
