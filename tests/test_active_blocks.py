@@ -136,3 +136,56 @@ def test_query_sampler_is_chosen_checked_and_kept_on_resume():
     compiled = run("auto")
     assert not np.array_equal(compiled.ledger.asked, per_example.ledger.asked)  # other draws
     assert compiled.state_dict()["query_sampler"] == "compiled"
+
+
+def _mesu(sizes, **hp):
+    from bimu.engine.fused_gaussian import FusedMESU
+
+    m = FusedMESU(sizes, seed=3, sigma_init_scale=0.3, **hp)
+    rng = np.random.default_rng(0)
+    m.learn_many(rng.normal(size=(50, sizes[0])).astype(np.float32), rng.integers(0, sizes[-1], 50))
+    return m
+
+
+def test_mesu_query_samples_draw_the_units_with_the_exact_gaussian_of_a_linear_layer():
+    """Linear head: each pass's logits are N(mu . x + mu_b, sigma^2 . x^2 + sigma_b^2) exactly."""
+    from bimu.engine import fused_gaussian
+
+    m = _mesu([6, 4])
+    x = np.linspace(-1, 1, 6, dtype=np.float32)[None]
+    seen = []
+    real = fused_gaussian.scores_from_logits
+    fused_gaussian.scores_from_logits = lambda logits: seen.append(logits.copy()) or real(logits)
+    try:
+        probs, pred = m.query_samples(torch.from_numpy(x), 40000, 11)
+    finally:
+        fused_gaussian.scores_from_logits = real
+    z = seen[0][:, 0].astype(np.float64)
+    (mw, sw, mb, sb) = (p.astype(np.float64) for p in m.parameters_np())
+    mean, var = mw @ x[0] + mb, np.square(sw) @ np.square(x[0].astype(np.float64)) + np.square(sb)
+    assert np.all(np.abs(z.mean(0) - mean) < 5 * np.sqrt(var / 40000))
+    assert np.all(np.abs(z.var(0) / var - 1) < 5 * np.sqrt(2 / 40000))
+    assert probs.shape == (40000, 1, 4) and pred == int(torch.log(probs.double()).mean(0).argmax(-1))
+
+
+@pytest.mark.parametrize("activation", ["relu", "rbg"])
+def test_mesu_query_samples_match_weight_samples_through_a_hidden_layer(activation):
+    m = _mesu([5, 7, 3], activation=activation, gate_width=0.2)
+    x = torch.linspace(-1, 1, 5)[None]
+    ours = m.query_samples(x, 30000, 5)[0][:, 0].double()
+    theirs = m.predict_samples(x, n_samples=30000, generator=torch.Generator().manual_seed(1))[:, 0].double()
+    sd = torch.sqrt((ours.var(0) + theirs.var(0)) / 30000)
+    assert torch.all((ours.mean(0) - theirs.mean(0)).abs() < 5 * sd)
+    assert not torch.allclose(ours.mean(0), torch.full((3,), 1 / 3, dtype=torch.float64), atol=0.01)  # the check can fail
+
+
+def test_mesu_query_samples_fresh_per_key_and_leave_the_method_unchanged():
+    m = _mesu([5, 3])
+    x = torch.ones(1, 5)
+    p1, p2 = m.query_samples(x, 10, 1)[0], m.query_samples(x, 10, 2)[0]
+    assert not torch.equal(p1, p2) and torch.equal(p1, m.query_samples(x, 10, 1)[0])
+    assert m.eval_counter == 0 and m.train_step == 50
+    with pytest.raises(ValueError, match=r"query_samples takes one example \[1, D\], got \(2, 5\)"):
+        m.query_samples(torch.ones(2, 5), 10, 1)
+    learner = ActiveLearner(m, make_acquisition("vr", threshold=0.2))
+    assert learner.query_sampler == "compiled" and not decides_in_blocks(learner)  # one example at a time

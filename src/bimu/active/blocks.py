@@ -39,10 +39,11 @@ MAX_BLOCK = 256
 
 def decides_in_blocks(learner) -> bool:
     """Whether :func:`learn_in_blocks` runs ``learner``: the compiled query sampler
-    (:class:`~bimu.active.learner.ActiveLearner` ``query_sampler``) and a vote rule (``vr``, ``vr-true``)."""
+    (:class:`~bimu.active.learner.ActiveLearner` ``query_sampler``) of a method with query planes (the
+    binary networks) and a vote rule (``vr``, ``vr-true``)."""
     acq = getattr(learner, "acquisition", None)
     return (getattr(learner, "query_sampler", None) == "compiled" and acq is not None
-            and acq.strategy in ("vr", "vr-true"))
+            and acq.strategy in ("vr", "vr-true") and hasattr(getattr(learner, "method", None), "query_planes"))
 
 
 def learn_in_blocks(learner, x: torch.Tensor, y: torch.Tensor, task: int | None = None,

@@ -159,12 +159,13 @@ class ActiveLearner:
     - ``predict_one(x[1, D], y=None) -> (prediction, ask)``: ``K`` hard-sample forward passes through
       ``method.predict_samples(x, n_samples=K)`` (with the learner's own query generator, which follows
       the method's device, so evaluation draws never change the stream), or, for a method with
-      ``query_samples`` (the fused BiMU and BayesBiNN), through ``method.query_samples(x, K, key)`` with
+      ``query_samples`` (the fused BiMU, BayesBiNN and MESU), through ``method.query_samples(x, K, key)`` with
       one key per example drawn from the query generator (:mod:`bimu.engine.query`: K fresh samples per
       example; the prediction is the argmax of the mean log-softmax, computed in float64); if not asked,
       ``method.observe_unlabelled(1)`` (no label, no backward pass, no weight write). ``y`` is
       required only by the oracle ``vr-true``. ``query_sampler`` chooses: ``compiled``
-      (``query_samples``; a stream then decides in compiled blocks, :mod:`bimu.active.blocks`),
+      (``query_samples``; a stream of a binary network then decides in compiled blocks,
+      :mod:`bimu.active.blocks`),
       ``predict-samples`` (every method), or ``auto`` (compiled where the method has it). The two draw
       different samples, so the sampler is part of the learner's state: a resumed stream goes on with
       the sampler it started with (a state that names none was drawn with ``predict-samples``).
@@ -198,7 +199,7 @@ class ActiveLearner:
         compiled = hasattr(method, "query_samples")
         if name == "compiled" and not compiled:
             raise ValueError(f"query_sampler 'compiled' needs a method with a compiled query sampler (the fused "
-                             f"BiMU and BayesBiNN); {type(method).__name__} has none")
+                             f"BiMU, BayesBiNN and MESU); {type(method).__name__} has none")
         return "compiled" if name == "compiled" or (name == "auto" and compiled) else "predict-samples"
 
     @property

@@ -26,6 +26,8 @@ from bimu.engine.base import FusedMethod, from_tensors, layer_pairs, to_tensors,
 from bimu.engine.dense import dense_forward, offsets
 from bimu.engine.gaussian import gaussian_noise, mesu_train
 from bimu.engine.hparams import ACT_GATE, ACT_RELU, MesuHP, pack
+from bimu.engine.query import QUERY_SALT
+from bimu.engine.scores import scores_from_logits
 from bimu.methods.mesu import MESUMethod
 from bimu.nn.gaussian import GaussianMLP
 
@@ -119,6 +121,37 @@ class FusedMESU(FusedMethod):
         dense_forward(xn, W, Bv, self._units, self._ones, self._ones, self._units, self._sizes, self.woff, self.boff,
                       n_samples, ACT_GATE if gate > 0 else ACT_RELU, gate, False, True, self.threads, out)
         return out
+
+    def query_samples(self, x, n_samples: int, key: int) -> tuple[torch.Tensor, int]:
+        """Class probabilities ``[S, 1, C]`` (float32) of one example under S fresh draws from the posterior,
+        drawn from the 62-bit integer ``key``, and its prediction (argmax of the mean log-softmax).
+
+        The draws are of the units, not the weights: given a layer's input ``h``, the pre-activations
+        of a mean-field Gaussian layer are independent Gaussians, ``z_i ~ N(mu_i . h + mu_b_i,
+        (sigma_i^2) . (h^2) + sigma_b_i^2)``, so drawing them layer by layer (each sample from its own
+        ``h``) gives each forward pass exactly the output distribution of a weight sample, with S
+        normals per unit instead of S per weight. The draws differ from :meth:`predict_samples`' and
+        use a generator of their own (``numpy`` Philox keyed by ``key``); no counter of the method moves.
+        """
+        xn, _ = self._as_inputs(x)
+        if xn.shape[0] != 1:
+            raise ValueError(f"query_samples takes one example [1, D], got {tuple(xn.shape)}")
+        S, L = int(n_samples), len(self.sizes) - 1
+        rng = np.random.Generator(np.random.Philox(key=int(key) ^ QUERY_SALT))
+        gate = float(self._hp[MesuHP.GATE])
+        Pw = int(self.woff[-1])
+        h = xn  # [1, n_in], then [S, n_out] per layer
+        for l in range(L):
+            n_in, n_out = self.sizes[l], self.sizes[l + 1]
+            w = slice(int(self.woff[l]), int(self.woff[l]) + n_in * n_out)
+            b = slice(Pw + int(self.boff[l]), Pw + int(self.boff[l]) + n_out)
+            mu_w, sg_w = self.mu[w].reshape(n_out, n_in), self.sigma[w].reshape(n_out, n_in)
+            mean = h @ mu_w.T + self.mu[b]
+            var = np.square(h) @ np.square(sg_w).T + np.square(self.sigma[b])
+            z = mean + np.sqrt(var) * rng.standard_normal((S, n_out), dtype=self.dtype)
+            h = z if l == L - 1 else (np.abs(z) > gate).astype(self.dtype) if gate > 0 else np.maximum(z, 0)
+        probs, _, pred = scores_from_logits(np.ascontiguousarray(h, dtype=self.dtype).reshape(S, 1, -1))[:3]
+        return torch.from_numpy(probs.astype(np.float32, copy=False)), int(pred[0])
 
     # ----------------------------------------------------------------- state
     def modules_state(self) -> dict[str, Any]:

@@ -125,7 +125,7 @@ def run_stream(benchmark, method: str = "bimu", strategy: str = "vr", threshold:
                       (acq.probability if acq.strategy == "random" else
                        (acq.threshold if acq.threshold is not None else acq.budget))),
         "budget_mode": acq.controller is not None, "budget_exponent": budget_exponent, "seed": seed,
-        "mc_samples": mc_samples, "oracle": acq.needs_labels,
+        "mc_samples": mc_samples, "oracle": acq.needs_labels, "query_sampler": learner.query_sampler,
         "first_quarter_share": float(np.mean([q["first_quarter"] for q in quarters.values()])),
         "middle_share": float(np.mean([q["middle"] for q in quarters.values()])),
         "last_quarter_share": float(np.mean([q["last_quarter"] for q in quarters.values()])),
