@@ -93,9 +93,10 @@ def paper_cells(data: str, method: str, score: str) -> dict[str, str]:
 def variant_of(row: al.ALRow) -> str:
     """The compared variant a row belongs to: its method, ``-std`` added on standardised inputs.
 
-    >>> variant_of(al.ALRow([], "mesu-std-all", {"method": "mesu", "standardize": True})), \
-    ...     variant_of(al.ALRow([], "mesu-all", {"method": "mesu"}))
-    ('mesu-std', 'mesu')
+    >>> variant_of(al.ALRow([], "mesu-std-all", {"method": "mesu", "standardize": True}))
+    'mesu-std'
+    >>> variant_of(al.ALRow([], "mesu-all", {"method": "mesu"}))
+    'mesu'
     """
     return row.params["method"] + ("-std" if row.params.get("standardize") else "")
 
