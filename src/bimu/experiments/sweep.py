@@ -53,6 +53,12 @@ def method_hparams(method: str, preset: str | None, overrides: Mapping | None = 
     return get_method(method).resolve_hyperparameters(dict(overrides or {}), preset=preset)
 
 
+def _predict(method, X: torch.Tensor, mc_samples: int | None, batch: int, generator) -> torch.Tensor:
+    """``method.predict`` of ``X`` in batches of ``batch``."""
+    return torch.cat([method.predict(X[i:i + batch], n_samples=mc_samples, generator=generator)
+                      for i in range(0, len(X), batch)])
+
+
 def evaluate(method, benchmark, mc_samples: int | None = None, batch: int = 512,
              generator: torch.Generator | None = None) -> dict:
     """Accuracy on every task's test set (overall, rare, frequent), and their averages over tasks."""
@@ -60,8 +66,7 @@ def evaluate(method, benchmark, mc_samples: int | None = None, batch: int = 512,
     rare = benchmark.rare_classes
     for t in range(benchmark.n_tasks):
         X, y = benchmark.test_task(t)
-        preds = torch.cat([method.predict(X[i : i + batch], n_samples=mc_samples, generator=generator)
-                           for i in range(0, len(y), batch)])
+        preds = _predict(method, X, mc_samples, batch, generator)
         per_task.append(split_accuracy(preds.numpy(), y.numpy(), rare))
     out = {k: float(np.nanmean([d[k] for d in per_task])) if any(not math.isnan(d[k]) for d in per_task)
            else float("nan") for k in ("accuracy", "rare_accuracy", "frequent_accuracy")}
@@ -108,7 +113,7 @@ def run_stream(benchmark, method: str = "bimu", strategy: str = "vr", threshold:
     def checkpoint(task: int, percent: int) -> None:
         X, y = eval_bench.test_task(task)
         gen = eval_generator(seed, task, task, tag=_CHECKPOINT_TAG + percent)
-        preds = torch.cat([model.predict(X[i:i + 512], n_samples=None, generator=gen) for i in range(0, len(y), 512)])
+        preds = _predict(model, X, None, 512, gen)
         at.setdefault(str(task), {})[str(percent)] = float((preds == y).double().mean())
 
     for _ in stream_tasks(benchmark, model, seed=seed, tasks=range(benchmark.n_tasks), learner=learner,

@@ -247,7 +247,12 @@ def run_al_rows(name: str, setup: ALSetup, rows: Sequence[ALRow], opts: Options,
                 for s in opts.seeds if row.slug in chosen]
         codes = run_jobs(jobs, opts.jobs, log=log, scheduler=opts.scheduler, shared=opts.out)
         code = max(codes.values(), default=0)
-    return {row.slug: read_results(setup, opts, name, row) for row in rows}, code
+    return read_rows(setup, opts, name, rows), code
+
+
+def read_rows(setup: ALSetup, opts: Options, name: str, rows: Sequence[ALRow]) -> dict[str, list[dict]]:
+    """:func:`read_results` of every row, by slug."""
+    return {row.slug: read_results(setup, opts, name, row) for row in rows}
 
 
 def read_results(setup: ALSetup, opts: Options, name: str, row: ALRow) -> list[dict]:

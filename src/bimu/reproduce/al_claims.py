@@ -114,19 +114,11 @@ def _signed(v: float) -> str:
 
 
 def _results(name: str, setup: al.ALSetup, rows: Sequence[al.ALRow], opts: Options) -> dict[str, list[dict]]:
-    ro = dataclasses.replace(opts, from_runs=True)
-    return {r.slug: al.read_results(setup, ro, name, r) for r in rows}
-
-
-def _curve(rows: Sequence[al.ALRow], results: dict, method: str, strategy: str) -> list[dict]:
-    """Seed means of ``method``'s rows of ``strategy``, by queried fraction."""
-    pts = [am._means(am._ok(results.get(r.slug))) for r in rows
-           if am.variant_of(r) == method and r.params["strategy"] == strategy and am._ok(results.get(r.slug))]
-    return sorted(pts, key=lambda p: p["query_fraction"])
+    return al.read_rows(setup, dataclasses.replace(opts, from_runs=True), name, rows)
 
 
 def _baseline(rows: Sequence[al.ALRow], results: dict, method: str = "bimu") -> dict | None:
-    pts = _curve(rows, results, method, "all")
+    pts = am.curve(rows, results, method, "all")
     return pts[0] if pts else None
 
 
@@ -137,7 +129,7 @@ def _saving(curve: list[dict], base: dict) -> float | None:
 
 def claim_savings(rows, results, data: str) -> str:
     """Claim 1's cell from a method comparison's rows and results on ``data`` (``openloris`` or ``animals``)."""
-    base, vr = _baseline(rows, results), _curve(rows, results, "bimu", "vr")
+    base, vr = _baseline(rows, results), am.curve(rows, results, "bimu", "vr")
     if base is None or not vr:
         return "not decided: no BiMU 100% baseline or VR runs"
     q = _saving(vr, base)
@@ -164,7 +156,7 @@ def _matched(curve: list[dict], other: list[dict], key: str) -> list[float]:
 
 def claim_random(rows, results) -> str:
     """Claim 2's cell from a method comparison's rows and results."""
-    vr, rnd = _curve(rows, results, "bimu", "vr"), _curve(rows, results, "bimu", "random")
+    vr, rnd = am.curve(rows, results, "bimu", "vr"), am.curve(rows, results, "bimu", "random")
     if not vr or not rnd:
         return "not decided: no BiMU VR or random-querying runs"
     d, r = _matched(vr, rnd, "accuracy"), _matched(vr, rnd, "rare_accuracy")
@@ -178,7 +170,7 @@ def claim_random(rows, results) -> str:
 
 def claim_methods(rows, results) -> str:
     """Claim 3's cell from a method comparison's rows and results."""
-    vr = _curve(rows, results, "bimu", "vr")
+    vr = am.curve(rows, results, "bimu", "vr")
     if not vr:
         return "not decided: no BiMU VR runs"
     parts, wins, missing = [], [], []
@@ -186,7 +178,7 @@ def claim_methods(rows, results) -> str:
         if method == "bimu":
             continue
         name = paper.METHOD_NAMES[method]
-        d = _matched(vr, _curve(rows, results, method, rule), "accuracy")
+        d = _matched(vr, am.curve(rows, results, method, rule), "accuracy")
         if not d:
             missing.append(name)
             continue

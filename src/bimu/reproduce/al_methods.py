@@ -153,22 +153,19 @@ def _means(res: Sequence[dict]) -> dict:
     return out
 
 
+def curve(rows: Sequence[al.ALRow], results: dict, variant: str, strategy: str) -> list[dict]:
+    """Seed means (:func:`_means`) of ``variant``'s rows of ``strategy`` that have runs, by queried fraction."""
+    pts = [_means(_ok(results.get(r.slug))) for r in rows
+           if variant_of(r) == variant and r.params["strategy"] == strategy and _ok(results.get(r.slug))]
+    return sorted(pts, key=lambda p: p["query_fraction"])
+
+
 def random_at(rows: Sequence[al.ALRow], results: dict, method: str, fraction: float) -> dict[str, float | None]:
     """The method's random querying at queried fraction ``fraction``: accuracy overall and on rare
     classes interpolated between the seed means of its random rows (``None`` outside their range)."""
-    pts = [_means(_ok(results.get(r.slug))) for r in rows
-           if variant_of(r) == method and r.params["strategy"] == "random" and _ok(results.get(r.slug))]
+    pts = curve(rows, results, method, "random")
     return {k: interpolate([(p["query_fraction"], p[k]) for p in pts], fraction)
             for k in ("accuracy", "rare_accuracy")}
-
-
-def _paper_once(row: al.ALRow, done: list, rows: Sequence[al.ALRow]) -> str:
-    """The paper cell of ``row``, written on the first row of its variant and rule only (``done`` rows
-    are before it); the later rows of that rule say ``as above``."""
-    text = row.paper.get("acc", "-")
-    before = rows[:len(done)]
-    same = [r for r in before if variant_of(r) == variant_of(row) and r.params["strategy"] == row.params["strategy"]]
-    return "as above" if text != "-" and same else text
 
 
 def methods_table(name: str, title: str, setup: al.ALSetup, rows: Sequence[al.ALRow], results: dict,
@@ -178,9 +175,12 @@ def methods_table(name: str, title: str, setup: al.ALSetup, rows: Sequence[al.AL
     header = ["Method", "Query rule", "Threshold", "Queried (%)", "Accuracy (%)", "Rare classes (%)",
               "Frequent classes (%)", "Random, same queried: accuracy (%)", "Random, same queried: rare (%)",
               "Paper (accuracy %)", "Seeds"]
-    out = []
+    out, quoted = [], set()  # the paper's points are written on the first row of each (variant, rule)
     for row in rows:
         res = results.get(row.slug) or []
+        key = (variant_of(row), row.params["strategy"])
+        paper_cell = "as above" if key in quoted and row.paper.get("acc", "-") != "-" else row.paper.get("acc", "-")
+        quoted.add(key)
         same = {"accuracy": None, "rare_accuracy": None}
         if _ok(res) and row.params["strategy"] not in ("all", "random"):
             same = random_at(rows, results, variant_of(row), _means(_ok(res))["query_fraction"])
@@ -188,7 +188,7 @@ def methods_table(name: str, title: str, setup: al.ALSetup, rows: Sequence[al.AL
                                  al.pm([r.get("rare_accuracy") for r in res]),
                                  al.pm([r.get("frequent_accuracy") for r in res])]
                    + ["-" if v is None else f"{100 * v:.2f}" for v in same.values()]
-                   + [_paper_once(row, out, rows), al.seeds_cell(res)])
+                   + [paper_cell, al.seeds_cell(res)])
     presets = ", ".join([f"{paper.METHOD_NAMES[m]} {setup.preset}" for m in COMPARED]
                         + [f"{variant_name(m + '-std')} {setup.preset}-std" for m in STANDARDISED])
     notes = al.table_notes(setup, opts, name, rows=rows)
@@ -217,8 +217,7 @@ def methods_figure(path: Path, rows: Sequence[al.ALRow], results: dict, title: s
     for i, (method, (rule, _)) in enumerate(COMPARED.items()):
         name = paper.METHOD_NAMES[method]
         for score in (rule, "random"):
-            pts = [_means(_ok(results.get(r.slug))) for r in rows if variant_of(r) == method
-                   and r.params["strategy"] == score and _ok(results.get(r.slug))]
+            pts = curve(rows, results, method, score)
             if pts:
                 label = f"{name} {al.SCORE_NAMES[score]}"
                 curves[label], colors[label] = pts, f"C{i}"
