@@ -38,11 +38,35 @@ PMNIST = [
     ("pmnist-1000", "mesu", 2),
 ]
 
-_METHODS_AL = ("bimu", "ste", "bayesbinn", "mesu")
+
+def _rows(data: str, keep):
+    """The slugs of the method comparison's rows on ``data`` that ``keep(row)`` selects, read when the
+    item starts."""
+    def slugs() -> list[str]:
+        from bimu.reproduce import al_methods
+        from bimu.reproduce.spec import Options
+
+        return [r.slug for r in al_methods.rows_for(Options(scale="full"), data) if keep(r)]
+    return slugs
+
+
+def _compared(row) -> bool:
+    """Each method's baseline, comparison rule and random querying (not the other scores of its figure)."""
+    from bimu.reproduce import al_methods
+
+    return al_methods.in_comparison(row)
+
+
+def _bimu(row) -> bool:
+    """BiMU's rows (every score: the paper's main BiMU figures)."""
+    return row.params["method"] == "bimu"
+
+
 ACTIVE = [
-    # (reproduction, rows (None: all), seeds): the method comparison on Animals, then objects-seq's
-    # BiMU tables, cheapest first, then the comparison on objects-seq method by method
-    ("animals-al", None, 3),
+    # (reproduction, rows (None: all; a callable: its slugs), seeds): the method comparison on Animals,
+    # then objects-seq's BiMU tables, cheapest first, then the comparison on objects-seq, BiMU's other
+    # scores there, then the other scores of each method's own figure (Animals, then objects-seq)
+    ("animals-al", _rows("animals", _compared), 3),
     ("animals-budget-controller", None, 3),
     ("animals-vr-samples", None, 3),
     ("openloris-al", ["bimu-all", *[f"bimu-vr-{t:g}" for t in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6)],
@@ -55,6 +79,9 @@ ACTIVE = [
     # bwt's OpenLORIS rows only: its Permuted-MNIST rows are pmnist-1000's runs (the pmnist queue)
     ("bwt", [f"objects-seq-{m}" for m in ("bimu", "bayesbinn", "synaptic-metaplasticity", "ste", "mesu", "ewc-online",
                                           "si", "sgd")], 3),
+    ("openloris-al", _rows("openloris", _compared), 3),
+    ("openloris-al", _rows("openloris", _bimu), 3),
+    ("animals-al", None, 3),
     ("openloris-al", None, 3),
 ]
 QUEUES = {"pmnist": PMNIST, "active": ACTIVE}
@@ -62,6 +89,7 @@ QUEUE = PMNIST
 
 
 def command(out: str, name: str, rows, seeds: int) -> list[str]:
+    rows = rows() if callable(rows) else rows
     rows = [] if rows is None else [rows] if isinstance(rows, str) else list(rows)
     return [sys.executable, "-m", "bimu", "reproduce", name, "--scale", "full", "--seeds", str(seeds),
             *(["--rows", *rows] if rows else []), "--jobs", "1", "--threads", "1", "--out", out]

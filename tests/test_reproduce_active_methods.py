@@ -25,10 +25,9 @@ from test_data_images import FakeBackbone  # 4x4 resize, flattened RGB (48 featu
 CATS = {"bottle": ("b", 2), "cup": ("c", 3), "knife": ("k", 1), "toy": ("teddy", 2)}
 """Fixture categories: two frequent, one with a single instance (rare), the OOD category."""
 
-RULES = {("BiMU", r) for r in ("100% updates", "VR", "Predictive entropy", "Aleatoric", "Epistemic", "Random")}
-RULES |= {(m, r) for m in ("MESU", "BayesBiNN") for r in ("100% updates", "VR", "Random")}
+RULES = {(m, r) for m in ("BiMU", "MESU", "BayesBiNN", "MESU (standardised)")
+         for r in ("100% updates", "VR", "Predictive entropy", "Aleatoric", "Epistemic", "VR-True (oracle)", "Random")}
 RULES |= {("STE", r) for r in ("100% updates", "Aleatoric", "Random")}
-RULES |= {("MESU (standardised)", r) for r in ("100% updates", "VR", "Random")}
 """(method, rule) rows of the comparison at quick scale."""
 
 
@@ -84,6 +83,10 @@ def test_openloris_al_compares_every_method_and_rule(tmp_path, on_fixture):
                                                                                    "openloris-8192-imbalanced")
     assert json.loads((run / "bayesbinn-vr-0.1/seed-0/config.json").read_text())["mc_samples"] == 10
     assert json.loads((run / "mesu-random-0.01/seed-0/result.json").read_text())["forward_passes"] == 0
+    oracle = json.loads((run / "bayesbinn-vr-true-0.1/seed-0/result.json").read_text())
+    assert oracle["oracle"] is True and oracle["score"] == "vr-true"
+    for variant in ("mesu", "bayesbinn", "ste"):  # each method's own figure (the paper's per-method figures)
+        assert (tmp_path / f"openloris-al-{variant}.png").stat().st_size > 1000
     md = (tmp_path / "openloris-al.md").read_text()
     assert "[stand-in: objects-seq]" in md and "OpenLORIS-Object's structure" in md
 
@@ -140,12 +143,16 @@ def test_animals_al_compares_methods(tmp_path, on_fixture):
 def test_full_scale_rows_and_presets():
     opts = Options(seeds=(0, 1, 2))
     rows = al_methods.rows_for(opts, "openloris")
-    # BiMU: baseline, VR 6, entropy 6, aleatoric 6, epistemic 5, random 6; MESU, BayesBiNN: 1 + 6 + 6; STE 1 + 6 + 6;
-    # MESU standardised 1 + 6 + 6
-    assert len(rows) == 30 + 4 * 13
+    # BiMU, MESU, BayesBiNN, MESU standardised: baseline, VR 6, entropy 6, aleatoric 6, epistemic 5, VR-True 5,
+    # random 6; STE: 1 + 6 + 6
+    assert len(rows) == 4 * 35 + 13
     assert len({r.slug for r in rows}) == len(rows)
+    # the comparison: each method's baseline, comparison rule and random querying
+    assert len([r for r in rows if al_methods.in_comparison(r)]) == 5 * 13
+    assert {r.params["strategy"] for r in rows if not al_methods.in_comparison(r)} == {
+        "entropy", "aleatoric", "epistemic", "vr-true"}
     std = [r for r in rows if r.slug.startswith("mesu-std-")]
-    assert len(std) == 13 and all(r.params["standardize"] and r.params["preset"] == "openloris-8192-imbalanced-std"
+    assert len(std) == 35 and all(r.params["standardize"] and r.params["preset"] == "openloris-8192-imbalanced-std"
                                   for r in std)
     assert not any("standardize" in r.params for r in rows if r not in std)  # the other rows' runs stay valid
     for data in ("openloris", "animals"):

@@ -47,7 +47,7 @@ VR_SAMPLES = (2, 3, 5, 10, 25)
 """K of the variation-ratio ablation."""
 
 SCORE_NAMES = {"all": "100% updates", "vr": "VR", "entropy": "Predictive entropy", "aleatoric": "Aleatoric",
-               "epistemic": "Epistemic", "random": "Random"}
+               "epistemic": "Epistemic", "vr-true": "VR-True (oracle)", "random": "Random"}
 """Display names of the query rules."""
 
 

@@ -5,8 +5,9 @@ Each compared method (:data:`COMPARED`) runs its 100%-update baseline, its paper
 threshold grid (BiMU, MESU and BayesBiNN: variation ratio with K = 10 posterior samples; STE, which
 has no posterior: aleatoric uncertainty of its one deterministic network) and random querying over
 :data:`RANDOM_GRID`, with its own hyperparameter preset of the paper's appendix tables
-(``animals``: tab:hpo-animals; ``openloris-8192-imbalanced``: tab:hpo-bayes-bimu). BiMU also runs the
-other unlabelled scores (predictive, aleatoric, epistemic), as the paper's BiMU figures. MESU also runs
+(``animals``: tab:hpo-animals; ``openloris-8192-imbalanced``: tab:hpo-bayes-bimu). Every Bayesian method
+also runs the other scores of :data:`RULES` (predictive, aleatoric, epistemic and the oracle VR-True), as
+the paper's BiMU figures and per-method appendix figures. MESU also runs
 on standardised inputs with its ``-std`` preset (:data:`STANDARDISED`, the paper's MESU-with-
 standardisation figures). Each row is one (method, rule, threshold); each (row, seed) its own run
 directory ``OUT/runs/<scale>/<entry>/<variant>-<rule>[-<threshold>]/seed-<s>/``.
@@ -53,8 +54,11 @@ of STE's one deterministic binary network is nearly one-hot (at 1.0 bits it quer
 1,000 examples of objects-seq at full scale), so the grid spans its queried fractions the way the
 others' grids span theirs. Fixed from that query fraction alone, before any accuracy was looked at."""
 
-BIMU_RULES = ("vr", "entropy", "aleatoric", "epistemic")
-"""BiMU's unlabelled query scores (the paper's BiMU figures; VR-True, an oracle, is left out)."""
+RULES = ("vr", "entropy", "aleatoric", "epistemic", "vr-true")
+"""The query scores of a Bayesian method's own figure (the paper's BiMU figures and per-method appendix
+figures): its unlabelled scores and the oracle VR-True, a diagnostic that reads the label (not deployable).
+STE runs only its comparison rule: with one deterministic network, predictive entropy equals its
+aleatoric score and epistemic uncertainty and VR are 0."""
 
 RANDOM_GRID = (0.01, 0.02, 0.05, 0.1, 0.2, 0.4)
 """Random querying probabilities: from below the paper's VR budgets on OpenLORIS (3-4%) to above its
@@ -111,8 +115,8 @@ def rows_for(opts: Options, data: str) -> list[al.ALRow]:
     """The rows of the method comparison on ``data`` (``animals`` or ``openloris``): per method of
     :data:`COMPARED`, then per method of :data:`STANDARDISED` on standardised inputs, its 100% baseline,
     its rule over its threshold grid (:data:`bimu.experiments.sweep.DEFAULT_GRIDS`; STE:
-    :data:`STE_ALEATORIC_GRID`; BiMU: every score of :data:`BIMU_RULES`) and random querying over
-    :data:`RANDOM_GRID`. Quick scale: the first threshold of each."""
+    :data:`STE_ALEATORIC_GRID`; the Bayesian methods: every score of :data:`RULES`) and random
+    querying over :data:`RANDOM_GRID`. Quick scale: the first threshold of each."""
     from bimu.experiments.sweep import DEFAULT_GRIDS
 
     setup = SETUPS[data](opts)
@@ -128,7 +132,7 @@ def rows_for(opts: Options, data: str) -> list[al.ALRow]:
         rows.append(al.ALRow([name, al.SCORE_NAMES["all"], "-"], f"{variant}-all",
                              {**al.rule_params("all", k=k, method=method, preset=preset), **extra},
                              paper_cells(data, method, "all") if not std else {}))
-        rules = BIMU_RULES if method == "bimu" else (rule,)
+        rules = (rule,) if method == "ste" else RULES
         grids = [(s, STE_ALEATORIC_GRID if method == "ste" else DEFAULT_GRIDS[s]) for s in rules]
         for score, grid in grids + [("random", RANDOM_GRID)]:
             for th in (grid[:1] if quick else grid):
@@ -136,6 +140,20 @@ def rows_for(opts: Options, data: str) -> list[al.ALRow]:
                                      {**al.rule_params(score, th, k=k, method=method, preset=preset), **extra},
                                      paper_cells(data, method, score) if not std else {}))
     return rows
+
+
+def in_comparison(row: al.ALRow) -> bool:
+    """Whether ``row`` is in the method comparison (the paper's Figs. animals-vr / openloris-vr): its
+    method's 100% baseline, comparison rule (:data:`COMPARED`) or random querying, rather than one of the
+    other scores of its own figure.
+
+    >>> in_comparison(al.ALRow([], "mesu-vr-0.1", al.rule_params("vr", 0.1, method="mesu")))
+    True
+    >>> in_comparison(al.ALRow([], "mesu-entropy-1", al.rule_params("entropy", 1.0, method="mesu")))
+    False
+    """
+    strategy = row.params["strategy"]
+    return strategy in ("all", "random") or strategy == COMPARED[row.params["method"]][0]
 
 
 def _ok(res: Sequence[dict] | None) -> list[dict]:
@@ -193,12 +211,13 @@ def methods_table(name: str, title: str, setup: al.ALSetup, rows: Sequence[al.AL
                         + [f"{variant_name(m + '-std')} {setup.preset}-std" for m in STANDARDISED])
     notes = al.table_notes(setup, opts, name, rows=rows)
     notes[0] = notes[0].replace(f"method BiMU (preset {setup.preset})", f"methods and presets: {presets}")
-    notes += [f"rules: BiMU, MESU and BayesBiNN query by VR (K = {COMPARED['bimu'][1]} posterior samples), STE by "
-              "aleatoric uncertainty (its one deterministic network, K = 1), as the paper; BiMU also by "
-              "predictive, aleatoric and epistemic uncertainty; MESU (standardised) is MESU on inputs "
-              "standardised online (each example with the statistics of those before it) with its -std preset; "
-              "every method also queries at random; the "
-              "hyperparameters are each method's preset of the paper's appendix table for these data, "
+    notes += [f"rules: BiMU, MESU and BayesBiNN query by VR (K = {COMPARED['bimu'][1]} posterior samples), "
+              "STE by aleatoric uncertainty (its one deterministic network, K = 1), as the paper; every "
+              "Bayesian method also by predictive, aleatoric and epistemic uncertainty and by the oracle "
+              "VR-True (it reads the label: a diagnostic, not deployable), as the paper's per-method "
+              "figures; MESU (standardised) is MESU on inputs standardised online (each example with the "
+              "statistics of those before it) with its -std preset; every method also queries at random; "
+              "the hyperparameters are each method's preset of the paper's appendix table for these data, "
               "tuned without querying and not retuned per rule (as the paper)",
               "Random, same queried: the same method's random querying at this row's queried fraction, "
               "interpolated linearly between the seed means of its random rows ('-': outside their range)",
