@@ -61,7 +61,8 @@ SAVING_SHARE = 0.5
 """Claims 1 and 6 hold at this share of the reference saving or more."""
 
 BUDGET_TOLERANCE = 0.10
-"""Claim 4: the relative error of the realised fraction allowed with gamma 0.01 and 0.1."""
+"""Claim 4: the relative error of the realised fraction allowed with gamma 0.01 (the paper's largest: 0.0%).
+Gamma 0.1 is reported, not decided on: the paper's own rows miss B = 0.5% and 1% by 122% and 22%."""
 
 CLAIMS = (
     ("1", "VR matches the 100% baseline with few labels",
@@ -70,7 +71,7 @@ CLAIMS = (
      "Animals: rare classes +41 points at 11%"),
     ("3", "BiMU's VR beats MESU's and BayesBiNN's VR and STE's aleatoric rule at matched budget",
      "Figs. animals-vr, openloris-vr"),
-    ("4", "The budget controller realises its budget", "B = 3%: 3.96% (gamma 0.5); gamma 0.01, 0.1: B"),
+    ("4", "The budget controller realises its budget", "gamma 0.01: B (0.5-5%); B = 3%, gamma 0.5: 3.96%"),
     ("5", "Queries concentrate just after task shifts", "45.9 / 38.0 / 12.6% per task quarter"),
     ("6", "A small K recovers most of the savings", "K = 3: 90.61 at 3.87%; K = 10: 90.91 at 3.97%"),
 )
@@ -83,7 +84,8 @@ RULES = (
     "holds when both means are positive",
     "BiMU VR minus each other method's rule at each BiMU VR row's queried fraction; holds when the mean "
     "is positive against all three",
-    "with gamma 0.01 and 0.1, every target B realised within 10% of B (relative)",
+    "with gamma 0.01, every target B realised within 10% of B (relative), as the paper's rows are (gamma "
+    "0.1, shown beside it, is not decided on: the paper's own rows miss B = 0.5% by 122%)",
     "over tasks, the first quarter holds more than 25% of a task's updates and more than the last "
     "quarter, and the last quarter more than 0%",
     "rule 1's saving of each K against the K table's 100% baseline; holds when K = 2 or 3 reaches half "
@@ -204,14 +206,14 @@ def claim_budget(rows, results) -> str:
         errs.setdefault(g, []).append(abs(q - b) / b)
         if b == 0.03 and g == 0.5:
             at3 = q
-    tight = [g for g in (0.01, 0.10) if g in errs]
-    if not tight:
-        return "not decided: no controller runs with gamma 0.01 or 0.1"
-    worst = {g: max(errs[g]) for g in tight}
-    verdict = "holds" if len(tight) == 2 and max(worst.values()) <= BUDGET_TOLERANCE else (
-        "does not hold" if max(worst.values()) > BUDGET_TOLERANCE else "not decided")
-    text = ", ".join(f"gamma {g:g}: largest relative error {_pct(w, 1)} over {len(errs[g])} targets"
-                     for g, w in worst.items())
+    if 0.01 not in errs:
+        return "not decided: no controller runs with gamma 0.01"
+    worst = max(errs[0.01])
+    verdict = "does not hold" if worst > BUDGET_TOLERANCE else "holds" if len(errs[0.01]) == len(al.BUDGETS) else (
+        "not decided")
+    text = f"gamma 0.01: largest relative error {_pct(worst, 1)} over {len(errs[0.01])} targets"
+    if 0.1 in errs:
+        text += f" (gamma 0.1: {_pct(max(errs[0.1]), 1)} over {len(errs[0.1])})"
     return f"{verdict}: {text}" + (f"; B = 3%, gamma 0.5: {_pct(at3)} realised" if at3 is not None else "")
 
 
