@@ -228,19 +228,21 @@ def methods_table(name: str, title: str, setup: al.ALSetup, rows: Sequence[al.AL
 
 def methods_figure(path: Path, rows: Sequence[al.ALRow], results: dict, title: str) -> None:
     """The paper's method-comparison figure: accuracy (overall, frequent, rare) vs queried fraction,
-    one curve per method and rule (mean ± sd over seeds), its random querying dashed in the same colour,
-    its 100% baseline dotted."""
+    one curve per compared variant (:data:`COMPARED`, then :data:`STANDARDISED`) and its rule (mean ± sd
+    over seeds), its random querying dashed in the same colour, its 100% baseline dotted."""
     from bimu.report.plots import plot_accuracy_vs_queried
 
     curves, baselines, colors = {}, {}, {}
-    for i, (method, (rule, _)) in enumerate(COMPARED.items()):
-        name = paper.METHOD_NAMES[method]
+    variants = [*COMPARED, *(f"{m}-std" for m in STANDARDISED)]
+    for i, variant in enumerate(variants):
+        name = variant_name(variant)
+        rule = COMPARED[variant.removesuffix("-std")][0]
         for score in (rule, "random"):
-            pts = curve(rows, results, method, score)
+            pts = curve(rows, results, variant, score)
             if pts:
                 label = f"{name} {al.SCORE_NAMES[score]}"
                 curves[label], colors[label] = pts, f"C{i}"
-        base = [r for r in rows if variant_of(r) == method and r.params["strategy"] == "all"]
+        base = [r for r in rows if variant_of(r) == variant and r.params["strategy"] == "all"]
         if base and _ok(results.get(base[0].slug)):
             baselines[f"{name} 100%"] = _means(_ok(results.get(base[0].slug)))
             colors[f"{name} 100%"] = f"C{i}"
