@@ -1,5 +1,6 @@
 """Feature cache (extract once), feature subsets, streaming standardisation, the real backbone."""
 
+import hashlib
 import importlib.util
 
 import numpy as np
@@ -61,6 +62,21 @@ def test_cache_extracts_once_and_keys_on_content_and_transform(tmp_path, images)
     cache.features(images, lambda: built.append(1) or bb, backbone_key=bb.key)
     assert built == []
     assert not list((tmp_path / "cache").rglob("*.tmp"))
+
+
+def test_a_repeated_path_keys_like_the_list_and_subsets_are_row_major(tmp_path, images):
+    from bimu.data.feature_benchmarks import _Extractor
+    from bimu.data.features import files_digest
+
+    # a recording lists one image per frame: read once, hashed once per frame, as the list it is
+    data = images[0].read_bytes()
+    assert files_digest([images[0]] * 3) == hashlib.sha256(3 * (len(data).to_bytes(8, "little") + data)).hexdigest()
+    assert files_digest([images[0]] * 3) != files_digest([images[0]] * 2)
+    ex = _Extractor(CountingBackbone(), None, tmp_path / "cache", 2, 0)
+    X = ex(images)
+    full = FeatureCache(tmp_path / "cache").features(images, CountingBackbone())
+    assert X.flags["C_CONTIGUOUS"] and np.array_equal(X, full[:, ex.index]) and X.shape == (3, 2)
+    assert _Extractor(CountingBackbone(), None, tmp_path / "cache", None, 0)(images).shape == (3, 3)
 
 
 def test_a_feature_cache_another_user_could_write_is_refused(tmp_path, images):

@@ -150,7 +150,9 @@ class _Extractor:
                                     transform_key=transform_key)
         if self.index is None:
             self.index = feature_subset(feats.shape[1], self.n_features, self.feature_seed)
-        return feats[:, self.index]
+        if self.index.size == feats.shape[1]:  # every feature, in order
+            return feats
+        return np.take(feats, self.index, axis=1)  # row-major, as the streams read it (feats[:, index] is not)
 
 
 def _finish(name, train, test, ood, rare, classes, standin, description, split, data_seed, validation=None):

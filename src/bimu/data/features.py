@@ -219,15 +219,25 @@ Transform = Callable[[np.ndarray, int], np.ndarray]
 
 
 def files_digest(paths: Sequence[str | os.PathLike]) -> str:
-    """SHA-256 over the bytes of the files, in order (identifies an image list exactly)."""
+    """SHA-256 over the bytes of the files, in order (identifies an image list exactly). A path listed
+    several times (a recording's frames of one image) is read once.
+
+    >>> import tempfile, pathlib
+    >>> f = pathlib.Path(tempfile.mkdtemp()) / "a.jpg"; _ = f.write_bytes(b"xy")
+    >>> files_digest([f, f]) == hashlib.sha256(2 * (len(b"xy").to_bytes(8, "little") + b"xy")).hexdigest()
+    True
+    """
     h = hashlib.sha256()
+    read: dict[str, bytes] = {}
     for p in paths:
-        try:
-            data = Path(p).read_bytes()
-        except FileNotFoundError:
-            raise FileNotFoundError(f"image not found: {p}") from None
-        h.update(len(data).to_bytes(8, "little"))
-        h.update(data)
+        key = os.fspath(p)
+        if key not in read:
+            try:
+                read[key] = Path(p).read_bytes()
+            except FileNotFoundError:
+                raise FileNotFoundError(f"image not found: {p}") from None
+        h.update(len(read[key]).to_bytes(8, "little"))
+        h.update(read[key])
     return h.hexdigest()
 
 
