@@ -87,6 +87,29 @@ def _settle(t, b, thr, one, top):
     return t
 
 
+@njit(inline="always", **KERNEL_OPTS)
+def _pack_planes(tbuf, a, tp, gw):
+    """Write the 32 lanes' ``T`` (``tbuf``) into word ``gw`` of the planes: bit ``i`` of ``tp[j, gw]`` is bit
+    ``23 - j`` of ``tbuf[i]``. A 32 x 32 bit-matrix transpose (Hacker's Delight, 5 rounds of masked swaps)
+    of the lanes in reverse order: row ``c`` of the result holds bit ``31 - c`` of every lane, lane ``i``
+    at bit ``i``; plane ``j`` is row ``8 + j``."""
+    for r in range(LANES):
+        a[r] = np.uint32(tbuf[LANES - 1 - r])
+    j = 16
+    m = np.uint32(0x0000FFFF)
+    while j != 0:
+        k = 0
+        while k < LANES:
+            t = (a[k] ^ (a[k + j] >> np.uint32(j))) & m
+            a[k] = a[k] ^ t
+            a[k + j] = a[k + j] ^ np.uint32(t << np.uint32(j))
+            k = (k + j + 1) & ~j
+        j >>= 1
+        m = m ^ np.uint32(m << np.uint32(j))
+    for p in range(PLANES):
+        tp[p, gw] = a[LANES - PLANES + p]
+
+
 @njit(fastmath={"contract"}, **KERNEL_OPTS)
 def thresholds(lam, sizes, poff, woff, tp, vm):
     """Fill the bit planes ``tp [PLANES, words]`` with each parameter's ``T`` and ``vm [words]`` with each
@@ -98,6 +121,7 @@ def thresholds(lam, sizes, poff, woff, tp, vm):
     top = np.int32(1) << 23
     tbuf = np.zeros(LANES, dtype=np.int32)
     bbuf = np.zeros(LANES, dtype=lam.dtype)
+    abuf = np.zeros(LANES, dtype=np.uint32)
     for l in range(L):
         n_in = sizes[l]
         nw = (n_in + LANES - 1) // LANES
@@ -120,12 +144,7 @@ def thresholds(lam, sizes, poff, woff, tp, vm):
                     for i in range(n):
                         t, b, thr = _first_guess(lam[e0 + i], one, m2, top)
                         tbuf[i] = _settle(t, b, thr, one, top)
-                for j in range(PLANES):
-                    sh = np.int32(23 - j)
-                    word = np.uint32(0)
-                    for i in range(LANES):
-                        word |= np.uint32((tbuf[i] >> sh) & 1) << np.uint32(i)
-                    tp[j, gw] = word
+                _pack_planes(tbuf, abuf, tp, gw)
 
 
 def _hash32_vec(builder, vty, idx, rlo, rhi):
