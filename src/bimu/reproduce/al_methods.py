@@ -242,10 +242,9 @@ def methods_figure(path: Path, rows: Sequence[al.ALRow], results: dict, title: s
             if pts:
                 label = f"{name} {al.SCORE_NAMES[score]}"
                 curves[label], colors[label] = pts, f"C{i}"
-        base = [r for r in rows if variant_of(r) == variant and r.params["strategy"] == "all"]
-        if base and _ok(results.get(base[0].slug)):
-            baselines[f"{name} 100%"] = _means(_ok(results.get(base[0].slug)))
-            colors[f"{name} 100%"] = f"C{i}"
+        base = curve(rows, results, variant, "all")
+        if base:
+            baselines[f"{name} 100%"], colors[f"{name} 100%"] = base[0], f"C{i}"
     plot_accuracy_vs_queried(curves, path, title=title, baselines=baselines, colors=colors)
 
 
