@@ -90,6 +90,29 @@ def test_independent_of_threads_and_chunking():
     assert not np.array_equal(a.lam, c.lam)
 
 
+@pytest.mark.parametrize("method", ["bimu", "bayesbinn"])
+def test_one_layer_network_one_call_per_example_and_written_lambda(method):
+    """A one-layer network (an active stream's 8,192 -> 19 head) learned one call per example, as an active
+    stream learns, follows the one-call trajectory; a lambda written between calls is learned from as a
+    freshly loaded one (the next call does not keep samples drawn from the old lambda)."""
+    sizes = [40, 5]
+    X, Y = _data(30, d=40, c=5)
+    hp = dict(HP, n_samples=3) if method == "bimu" else dict(n_samples=3)
+    a = create_fused(method, sizes, 2, hp, threads=1)
+    a.learn_many(X, Y)
+    b = create_fused(method, sizes, 2, hp, threads=1)
+    for i in range(30):
+        b.learn(torch.from_numpy(X[i:i + 1]), torch.from_numpy(Y[i:i + 1]))
+    assert np.array_equal(a.lam, b.lam) and b.updates_applied == 30
+    b.layer_lambdas()[0][1:3] *= -0.5
+    c = create_fused(method, sizes, 2, hp, threads=1)
+    c.load_modules_state(b.modules_state())
+    for m in (b, c):
+        m.learn_many(X[:4], Y[:4])
+        m.learn(torch.from_numpy(X[4:5]), torch.from_numpy(Y[4:5]))
+    assert np.array_equal(b.lam, c.lam)
+
+
 def test_state_dict_resumes_exactly():
     X, Y = _data(40)
     a = create_fused("bimu", SIZES, 3, HP)

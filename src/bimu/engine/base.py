@@ -85,6 +85,21 @@ class FusedMethod(OnlineMethod):
     def _run(self, xn: np.ndarray, yn: np.ndarray, n_steps: int, batch: int) -> None:
         raise NotImplementedError
 
+    def _float_state(self) -> list[np.ndarray] | None:
+        """Every floating array of :meth:`modules_state`, uncopied, or None (then :meth:`check_finite`
+        walks :meth:`modules_state`)."""
+        return None
+
+    def check_finite(self, task: int | None = None) -> None:
+        """:meth:`OnlineMethod.check_finite <bimu.methods.base.OnlineMethod.check_finite>`, with the
+        arrays of :meth:`_float_state` tested in place by numpy first (no copies; torch's ``isfinite``
+        on a copy of an 8,192 x 19 layer cost about 2 ms per step): the state is walked, and its
+        non-finite entries named, only when one of them is not finite."""
+        arrays = self._float_state()
+        if arrays is not None and all(bool(np.isfinite(a).all()) for a in arrays):
+            return
+        super().check_finite(task)
+
     def learn(self, x: torch.Tensor, y: torch.Tensor) -> None:
         """One update from a labelled batch, in one compiled call; the state is then checked to be finite
         (:meth:`~bimu.methods.base.OnlineMethod.check_finite`)."""

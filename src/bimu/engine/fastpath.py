@@ -125,17 +125,21 @@ def _rows(lam, prior, W, G, r0, r1, e_base, wbase, n_in, kstride, K, C0, coff, n
 
 
 # The template of the generated ``train_steps_b1`` (plain Python here; never called directly). The
-# names ``first_layer`` and ``first_layer_resample`` are the generated module's per-K row pass and
-# resampling functions (:mod:`bimu.engine.rowpass`).
-def _train_steps_b1_template(X, Y, n_steps, lam, prior, W, sizes, poff, cfg, hp, key, step0, threads, Z0, Z, XH, A,
-                             DZ, DA, RS, G, BT, CV):
+# names ``first_layer``, ``first_layer_resample`` and ``first_layer_dots`` are the generated module's
+# per-K row pass, resampling and pre-activation functions (:mod:`bimu.engine.rowpass`).
+def _train_steps_b1_template(X, Y, n_steps, lam, prior, W, sizes, poff, cfg, hp, key, step0, threads, ready, Z0, Z,
+                             XH, A, DZ, DA, RS, G, BT, CV):
     """``n_steps`` online steps of batch size 1 at temperature 1 (rows of ``X`` / ``Y`` in order).
 
     Same contract as :func:`bimu.engine.binary_train.train_steps` with ``B = 1`` (results agree to
     rounding); no allocation. Scratch (see :func:`make_scratch`): ``Z0`` (``K * sizes[1]``, next
     first-layer pre-activations), ``Z, XH, A, DZ`` (``K * sum(sizes[1:])`` each), ``DA``
     (``K * max(sizes)``), ``RS`` (float64, ``K * L``), ``G`` (``P``), ``BT`` (``P``, receives
-    ``exp(-2 |lam|)``), ``CV`` (``[threads, K + 3 max(sizes)]``). Returns the number of steps whose
+    ``exp(-2 |lam|)``), ``CV`` (``[threads, K + 3 max(sizes)]``). ``ready``: ``W`` and ``BT`` are as the
+    previous call of this kernel left them for this ``lam`` and ``step0`` (its last step drew step
+    ``step0``'s samples and the exponentials of the current ``lam``), so the call only sums the first
+    layer's pre-activations for its first input instead of recomputing ``BT`` and redrawing the first
+    layer (the same values either way). Returns the number of steps whose
     gradient was not identically zero. ``threads > 1`` splits the first
     layer's rows over threads in blocks of :data:`ROWS_PER_TASK`; results do not depend on it.
     """
@@ -149,8 +153,9 @@ def _train_steps_b1_template(X, Y, n_steps, lam, prior, W, sizes, poff, cfg, hp,
         hoff[l + 1] = hoff[l] + K * sizes[l + 1]
     have_z0 = False
     m2 = as_like(-2.0, lam[0])
-    for e in range(P):
-        BT[e] = fexp(m2 * abs(lam[e]))
+    if not ready:
+        for e in range(P):
+            BT[e] = fexp(m2 * abs(lam[e]))
     nblk = (n0 + ROWS_PER_TASK - 1) // ROWS_PER_TASK
     applied = 0
     for j in range(n_steps):
@@ -158,8 +163,12 @@ def _train_steps_b1_template(X, Y, n_steps, lam, prior, W, sizes, poff, cfg, hp,
         x = X[j]
         if not have_z0:
             # first step of a call: redraw this step's first-layer samples (the same values the
-            # previous call drew) with the same fused pass, so Z0 is summed exactly as within a call
-            first_layer_resample(lam, W, BT, n0, 0, n0, D, k0stride, x, Z0, key, s)
+            # previous call drew) with the same fused pass, or keep them when ``ready``; Z0 is then
+            # summed exactly as within a call
+            if ready:
+                first_layer_dots(W, n0, D, k0stride, x, Z0)
+            else:
+                first_layer_resample(lam, W, BT, n0, 0, n0, D, k0stride, x, Z0, key, s)
         for t in range(K * n0):
             Z[t] = Z0[t]
         # ---------------- forward (one example: rows q = k)
@@ -195,7 +204,7 @@ def _train_steps_b1_template(X, Y, n_steps, lam, prior, W, sizes, poff, cfg, hp,
                             nonzero = True
                             break
         if not nonzero:
-            # rare: decide from the first layer's gradient computed explicitly
+            # a one-layer network, or rare: decide from the first layer's gradient, row by row
             anyc = False
             for t in range(K * n0):
                 if DZ[t] != 0:
@@ -209,6 +218,9 @@ def _train_steps_b1_template(X, Y, n_steps, lam, prior, W, sizes, poff, cfg, hp,
                     for i in range(D):
                         if G[o * D + i] != 0:
                             nonzero = True
+                            break
+                    if nonzero:  # one row settles it (the first layer's G is not read after this)
+                        break
         if nonzero:
             applied += 1
         # ---------------- update + resample: upper layers, then the fused first-layer pass

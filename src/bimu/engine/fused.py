@@ -134,13 +134,24 @@ class _FusedBinary(FusedMethod):
                 self._scratch = make_scratch(self.sizes, self.K, numba.config.NUMBA_NUM_THREADS, self.dtype)
             applied = train_steps_b1_kernel(self.K)(
                 xn.reshape(n_steps, -1), yn, n_steps, self.lam, self.prior, self.W, self._sizes, self._poff,
-                self._cfg, self._hp, self.train_key, self.train_step, self.threads, *self._scratch)
+                self._cfg, self._hp, self.train_key, self.train_step, self.threads, self._b1_ready(),
+                *self._scratch)
+            self._b1_lam = (self.train_step + n_steps, self.lam.copy())
         else:
             applied = train_steps(xn, yn, n_steps, batch, self.lam, self.prior, self.W, self._sizes, self._poff,
                                   self._cfg, self._hp, self.train_key, self.train_step)
+            self._b1_lam = None
         self.train_step += n_steps
         self._query = None
         return int(applied)
+
+    def _b1_ready(self) -> bool:
+        """Whether the last training call ran the batch-size-1 kernel and left ``W`` and its scratch for
+        this step and this lambda (a lambda written since, through :meth:`layer_lambdas` or a loaded
+        state, is not): the next call then keeps the first layer's samples instead of redrawing them
+        (the same values; one call per example, as an active stream makes, costs about half as much)."""
+        last = getattr(self, "_b1_lam", None)
+        return last is not None and last[0] == self.train_step and np.array_equal(last[1], self.lam)
 
     # ----------------------------------------------------------------- prediction
     def _draw_advance(self, n_samples: int) -> int:
@@ -187,6 +198,9 @@ class _FusedBinary(FusedMethod):
         return torch.from_numpy(probs.astype(np.float32, copy=False)), int(pred[0])
 
     # ----------------------------------------------------------------- state
+    def _float_state(self) -> list[np.ndarray]:
+        return [self.lam, self.prior]
+
     def modules_state(self) -> dict[str, Any]:
         """Lambda (one tensor per layer), prior, and the two counters that select future draws."""
         return {"lam": [torch.from_numpy(a.copy()) for a in self.layer_lambdas()],
@@ -210,6 +224,7 @@ class _FusedBinary(FusedMethod):
         self._load_counters(state)
         self._resample()
         self._query = None
+        self._b1_lam = None
 
     def memory_bytes(self) -> int:
         """Lambda (plus a per-parameter prior where the method keeps one)."""

@@ -154,6 +154,9 @@ class FusedMESU(FusedMethod):
         return torch.from_numpy(probs.astype(np.float32, copy=False)), int(pred[0])
 
     # ----------------------------------------------------------------- state
+    def _float_state(self) -> list[np.ndarray]:
+        return [self.mu, self.sigma]
+
     def modules_state(self) -> dict[str, Any]:
         """Copies of ``mu`` and ``sigma`` (per torch tensor), the training step and evaluation counters."""
         return {"mu": to_tensors(self.mu, self._shapes), "sigma": to_tensors(self.sigma, self._shapes),

@@ -170,11 +170,34 @@ def sample_row(W, lr_, b_, e0, kstride, D, rlo, rhi, xn_, Z0, o, n_out):
 {store}
 '''
 
+_DOTS = '''
+
+@njit(fastmath={{"contract"}}, **_OPTS)
+def first_layer_dots(W, n_out, D, kstride, xn, Z0):
+    """The K next pre-activations of every first-layer row with ``xn`` into ``Z0``, from the samples
+    already in ``W``, summed exactly as ``sample_row`` sums them."""
+    xn_ = xn[:D]
+    for o in range(n_out):
+        e0 = o * D
+{dots}
+'''
+
 _COMPILED = (  # (template, name in the generated module, decorator)
     (_row_pass_template, "first_layer", '@njit(fastmath={"contract"}, **_OPTS)'),
     (_resample_template, "first_layer_resample", "@njit(fastmath=False, **_OPTS)"),
     (_train_steps_b1_template, "train_steps_b1", '@njit(parallel=True, fastmath={"contract"}, **_OPTS)'),
 )
+
+
+def _dot_lines(K: int, pad: str) -> list[str]:
+    """The lines that sum one row's K next pre-activations with ``dot_rows`` (one pass over the input per
+    group of at most eight samples) and store them in ``Z0``, indented by ``pad``."""
+    sums = []
+    for g in range(0, K, ROWS_PER_DOT):
+        ks = range(g, min(g + ROWS_PER_DOT, K))
+        sums.append(f"{pad}{''.join(f'z{k}, ' for k in ks)}= dot_rows(W, ({''.join(f'e0 + {k} * kstride, ' for k in ks)}), "
+                    "xn_, D)")
+    return sums + [f"{pad}Z0[{k} * n_out + o] = z{k}" for k in range(K)]
 
 
 def _sample_row_source(K: int) -> str:
@@ -183,18 +206,17 @@ def _sample_row_source(K: int) -> str:
         f"        u = _u32(_h32(rlo, rhi, _add32(base, np.uint32({k}))), one)\n"
         f"        w = (u * ob - pp) / (pp + u * qq)\n"
         f"        W[e + np.uint64({k} * kstride)] = w" for k in range(K))
-    sums = []
-    for g in range(0, K, ROWS_PER_DOT):  # one pass over the input per group of (at most) eight samples
-        ks = range(g, min(g + ROWS_PER_DOT, K))
-        sums.append(f"    {''.join(f'z{k}, ' for k in ks)}= dot_rows(W, ({''.join(f'e0 + {k} * kstride, ' for k in ks)}), "
-                    "xn_, D)")
-    store = "\n".join(sums + [f"    Z0[{k} * n_out + o] = z{k}" for k in range(K)])
-    return _HEADER.format(K=K, body=body, store=store)
+    return _HEADER.format(K=K, body=body, store="\n".join(_dot_lines(K, "    ")))
+
+
+def _dots_source(K: int) -> str:
+    """The generated ``first_layer_dots`` for ``K`` samples: ``sample_row``'s sums, on every row."""
+    return _DOTS.format(dots="\n".join(_dot_lines(K, "        ")))
 
 
 def generated_source(K: int) -> str:
     """The full source of the module generated for ``K`` samples."""
-    parts = [_sample_row_source(K)]
+    parts = [_sample_row_source(K), _dots_source(K)]
     for template, name, decorator in _COMPILED:
         src = textwrap.dedent(inspect.getsource(template))
         src = src.replace(f"def {template.__name__}(", f"def {name}(", 1)
@@ -239,7 +261,7 @@ def _write_kernel(folder: Path, name: str, src: str) -> Path:
 
 def generated_module(K: int):
     """The imported module of per-K kernels (``first_layer``, ``first_layer_resample``,
-    ``train_steps_b1``, ``sample_row``), written once (atomically; an unchanged file keeps its numba
+    ``first_layer_dots``, ``train_steps_b1``, ``sample_row``), written once (atomically; an unchanged file keeps its numba
     cache) under :func:`kernel_dir`, or ``$TMPDIR/bimu-kernels-<uid>`` when that is not writable, or a
     fresh temporary folder; a cache folder that another user owns or may write to is never used
     (:func:`bimu.privatedir.private_dir`: a planted module or numba cache index would run as you)."""
