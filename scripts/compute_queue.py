@@ -64,8 +64,9 @@ def _bimu(row) -> bool:
 
 ACTIVE = [
     # (reproduction, rows (None: all; a callable: its slugs), seeds): the method comparison on Animals,
-    # then objects-seq's BiMU tables, cheapest first, then the comparison on objects-seq, BiMU's other
-    # scores there, then the other scores of each method's own figure (Animals, then objects-seq)
+    # then objects-seq's BiMU tables, cheapest first, with the comparison on objects-seq (claim 3)
+    # before the tables that decide no claim, then BiMU's other scores there, then the other scores of
+    # each method's own figure (Animals, then objects-seq)
     ("animals-al", _rows("animals", _compared), 3),
     ("animals-budget-controller", None, 3),
     ("animals-vr-samples", None, 3),
@@ -74,12 +75,12 @@ ACTIVE = [
     ("query-dynamics", None, 3),  # 3 runs
     ("budget-controller", None, 3),
     ("vr-samples", None, 3),
+    ("openloris-al", _rows("openloris", _compared), 3),
     ("standardisation", None, 3),
     ("openloris", None, 3),
     # bwt's OpenLORIS rows only: its Permuted-MNIST rows are pmnist-1000's runs (the pmnist queue)
     ("bwt", [f"objects-seq-{m}" for m in ("bimu", "bayesbinn", "synaptic-metaplasticity", "ste", "mesu", "ewc-online",
                                           "si", "sgd")], 3),
-    ("openloris-al", _rows("openloris", _compared), 3),
     ("openloris-al", _rows("openloris", _bimu), 3),
     ("animals-al", None, 3),
     ("openloris-al", None, 3),
