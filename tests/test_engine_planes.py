@@ -55,7 +55,7 @@ def test_thresholds_count_exactly_the_passing_uniforms(dtype):
 
 
 def test_full_and_partial_words_agree():
-    """A full word's vectorised first guesses and a partial word's scalar path give the same T."""
+    """A full word of 32 parameters and partial words of one parameter give the same T."""
     rng = np.random.default_rng(3)
     lam = rng.normal(0, 3, 45).astype(np.float32)
     full = _T(_planes(lam, 45, np.float32)[0], 45)

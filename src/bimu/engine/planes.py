@@ -65,21 +65,15 @@ def _passes(m, b, thr, one):
 
 
 @njit(inline="always", **KERNEL_OPTS)
-def _first_guess(lv, one, m2, top):
-    """``(T, b, thr)`` of one parameter, ``T`` within one step of exact (the float64 quotient, one
-    branch-free step each way with the float test)."""
-    b = fexp(m2 * abs(lv))
-    thr = one if lv >= 0 else b
-    t = np.int32(np.float64(thr) / (1.0 + np.float64(b)) * 8388608.0)
-    t = min(max(t, np.int32(0)), top)
-    t -= np.int32(t > 0 and not _passes(t - 1, b, thr, one))
-    t += np.int32(t < top and _passes(t, b, thr, one))
-    return t, b, thr
+def _passes_f(mf, ob, thr, one, h):
+    """:func:`_passes` with ``m`` held as a float ``mf`` (an integer below ``2**23``, so ``2 mf + 1`` is
+    exact: the same ``u``) and ``ob = 1 + b``, ``h = 2**-24``."""
+    return (mf * (one + one) + one) * h * ob < thr
 
 
 @njit(inline="always", **KERNEL_OPTS)
 def _settle(t, b, thr, one, top):
-    """The exact ``T``: step from ``t`` until ``m < T`` is the float test (no step, almost always)."""
+    """The exact ``T``: step from ``t`` until ``m < T`` is the float test."""
     while t > 0 and not _passes(t - 1, b, thr, one):
         t -= 1
     while t < top and _passes(t, b, thr, one):
@@ -87,41 +81,85 @@ def _settle(t, b, thr, one, top):
     return t
 
 
-@njit(inline="always", **KERNEL_OPTS)
-def _pack_planes(tbuf, a, tp, gw):
-    """Write the 32 lanes' ``T`` (``tbuf``) into word ``gw`` of the planes: bit ``i`` of ``tp[j, gw]`` is bit
-    ``23 - j`` of ``tbuf[i]``. A 32 x 32 bit-matrix transpose (Hacker's Delight, 5 rounds of masked swaps)
-    of the lanes in reverse order: row ``c`` of the result holds bit ``31 - c`` of every lane, lane ``i``
-    at bit ``i``; plane ``j`` is row ``8 + j``."""
-    for r in range(LANES):
-        a[r] = np.uint32(tbuf[LANES - 1 - r])
-    j = 16
-    m = np.uint32(0x0000FFFF)
-    while j != 0:
-        k = 0
-        while k < LANES:
-            t = (a[k] ^ (a[k + j] >> np.uint32(j))) & m
-            a[k] = a[k] ^ t
-            a[k + j] = a[k + j] ^ np.uint32(t << np.uint32(j))
-            k = (k + j + 1) & ~j
-        j >>= 1
-        m = m ^ np.uint32(m << np.uint32(j))
-    for p in range(PLANES):
-        tp[p, gw] = a[LANES - PLANES + p]
-
-
 @njit(fastmath={"contract"}, **KERNEL_OPTS)
+def _word_thresholds(lr, n, one, tbuf, tf, ok):
+    """The exact ``T`` of ``lr[:n]`` (``n <= 32``) into ``tbuf[:n]``. Branch-free and in the float type
+    (vectorised): a first guess from the quotient ``thr / (1 + b)``, one step each way with the float test,
+    and a check that ``m < T`` is the float test at ``T - 1`` and ``T``; a lane that fails the check
+    (almost never) is settled by stepping (:func:`_settle`)."""
+    m2 = as_like(-2.0, one)
+    zero = as_like(0.0, one)
+    topf = as_like(8388608.0, one)
+    h = as_like(2.0**-24, one)
+    for i in range(n):
+        lv = lr[i]
+        b = fexp(m2 * abs(lv))
+        thr = one if lv >= 0 else b
+        ob = one + b
+        t = min(max(np.floor(thr / ob * topf), zero), topf)
+        t = t - (one if (t > zero) & (not _passes_f(max(t - one, zero), ob, thr, one, h)) else zero)
+        t = t + (one if (t < topf) & _passes_f(t, ob, thr, one, h) else zero)
+        good = (((t == zero) | _passes_f(max(t - one, zero), ob, thr, one, h))
+                & ((t == topf) | (not _passes_f(min(t, topf - one), ob, thr, one, h))))
+        ok[i] = one if good else zero
+        tf[i] = t
+    for i in range(n):
+        tbuf[i] = np.int32(tf[i])
+    for i in range(n):
+        if ok[i] == zero:
+            lv = lr[i]
+            b = fexp(m2 * abs(lv))
+            tbuf[i] = _settle(tbuf[i], b, one if lv >= 0 else b, one, np.int32(1) << 23)
+
+
+@intrinsic
+def _pack_planes(typingctx, tbuf, tp, gw):
+    """Write the 32 lanes' ``T`` (``tbuf``, int32) into word ``gw`` of the planes ``tp [PLANES, words]``:
+    bit ``i`` of ``tp[j, gw]`` is bit ``23 - j`` of ``tbuf[i]``. Per plane, four ``<8 x i32>`` vectors are
+    shifted so that bit reaches the sign and their sign masks (``vmovmskps``) make the word."""
+    if not (isinstance(tbuf, types.Array) and tbuf.ndim == 1 and tbuf.dtype == types.int32 and tbuf.layout == "C"
+            and isinstance(tp, types.Array) and tp.ndim == 2 and tp.dtype == types.uint32 and tp.layout == "C"):
+        return None
+    sig = types.void(tbuf, tp, gw)
+
+    def codegen(context, builder, signature, args):
+        from numba.core import cgutils
+
+        i32 = ir.IntType(32)
+        vty = ir.VectorType(i32, BLOCK)
+        intp = context.get_value_type(types.intp)
+        src = context.make_array(signature.args[0])(context, builder, args[0]).data
+        tarr = context.make_array(signature.args[1])(context, builder, args[1])
+        words = cgutils.unpack_tuple(builder, tarr.shape, 2)[1]
+        g = context.cast(builder, args[2], signature.args[2], types.intp)
+        parts = [builder.load(builder.bitcast(builder.gep(src, [ir.Constant(intp, BLOCK * q)]), vty.as_pointer()),
+                              align=4) for q in range(LANES // BLOCK)]
+        zero = ir.Constant(vty, [ir.Constant(i32, 0)] * BLOCK)
+        for j in range(PLANES):
+            shift = ir.Constant(vty, [ir.Constant(i32, LANES - PLANES + j)] * BLOCK)
+            word = None
+            for q, v in enumerate(parts):
+                mask = builder.icmp_signed("<", builder.shl(v, shift), zero)
+                bits = builder.zext(builder.bitcast(mask, ir.IntType(BLOCK)), i32)
+                if q:
+                    bits = builder.shl(bits, ir.Constant(i32, BLOCK * q))
+                word = bits if word is None else builder.or_(word, bits)
+            builder.store(word, builder.gep(tarr.data, [builder.add(builder.mul(ir.Constant(intp, j), words), g)]))
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@njit(**KERNEL_OPTS)
 def thresholds(lam, sizes, poff, woff, tp, vm):
     """Fill the bit planes ``tp [PLANES, words]`` with each parameter's ``T`` and ``vm [words]`` with each
-    word's valid lanes (see the module). A full word's 32 first guesses run branch-free (vectorised),
-    then each is settled."""
+    word's valid lanes (see the module), a word of 32 parameters at a time (:func:`_word_thresholds`,
+    :func:`_pack_planes`)."""
     L = sizes.shape[0] - 1
     one = as_like(1.0, lam[0])
-    m2 = as_like(-2.0, lam[0])
-    top = np.int32(1) << 23
     tbuf = np.zeros(LANES, dtype=np.int32)
-    bbuf = np.zeros(LANES, dtype=lam.dtype)
-    abuf = np.zeros(LANES, dtype=np.uint32)
+    tf = np.zeros(LANES, dtype=lam.dtype)
+    ok = np.zeros(LANES, dtype=lam.dtype)
     for l in range(L):
         n_in = sizes[l]
         nw = (n_in + LANES - 1) // LANES
@@ -131,20 +169,11 @@ def thresholds(lam, sizes, poff, woff, tp, vm):
                 gw = woff[l] + o * rw + w
                 n = max(min(LANES, n_in - w * LANES), 0)
                 vm[gw] = np.uint32(0xFFFFFFFF) if n == LANES else np.uint32((np.uint64(1) << np.uint64(n)) - np.uint64(1))
+                for i in range(n, LANES):
+                    tbuf[i] = 0
                 e0 = poff[l] + o * n_in + w * LANES
-                if n == LANES:
-                    for i in range(LANES):
-                        tbuf[i], bbuf[i], _ = _first_guess(lam[e0 + i], one, m2, top)
-                    for i in range(LANES):
-                        b = bbuf[i]
-                        tbuf[i] = _settle(tbuf[i], b, one if lam[e0 + i] >= 0 else b, one, top)
-                else:
-                    for i in range(LANES):
-                        tbuf[i] = 0
-                    for i in range(n):
-                        t, b, thr = _first_guess(lam[e0 + i], one, m2, top)
-                        tbuf[i] = _settle(t, b, thr, one, top)
-                _pack_planes(tbuf, abuf, tp, gw)
+                _word_thresholds(lam[e0:e0 + n], n, one, tbuf, tf, ok)
+                _pack_planes(tbuf, tp, gw)
 
 
 def _hash32_vec(builder, vty, idx, rlo, rhi):
