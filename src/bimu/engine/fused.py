@@ -149,7 +149,8 @@ class _FusedBinary(FusedMethod):
         """Whether the last training call ran the batch-size-1 kernel and left ``W`` and its scratch for
         this step and this lambda (a lambda written since, through :meth:`layer_lambdas` or a loaded
         state, is not): the next call then keeps the first layer's samples instead of redrawing them
-        (the same values; one call per example, as an active stream makes, costs about half as much)."""
+        (the same values, one pass over the first layer fewer: an active stream learns one example per
+        call)."""
         last = getattr(self, "_b1_lam", None)
         return last is not None and last[0] == self.train_step and np.array_equal(last[1], self.lam)
 

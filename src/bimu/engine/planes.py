@@ -150,7 +150,7 @@ def _pack_planes(typingctx, tbuf, tp, gw):
     return sig, codegen
 
 
-@njit(**KERNEL_OPTS)
+@njit(fastmath=False, **KERNEL_OPTS)
 def thresholds(lam, sizes, poff, woff, tp, vm):
     """Fill the bit planes ``tp [PLANES, words]`` with each parameter's ``T`` and ``vm [words]`` with each
     word's valid lanes (see the module), a word of 32 parameters at a time (:func:`_word_thresholds`,
