@@ -195,8 +195,8 @@ def _dot_lines(K: int, pad: str) -> list[str]:
     sums = []
     for g in range(0, K, ROWS_PER_DOT):
         ks = range(g, min(g + ROWS_PER_DOT, K))
-        sums.append(f"{pad}{''.join(f'z{k}, ' for k in ks)}= dot_rows(W, ({''.join(f'e0 + {k} * kstride, ' for k in ks)}), "
-                    "xn_, D)")
+        offsets = "".join(f"e0 + {k} * kstride, " for k in ks)
+        sums.append(f"{pad}{''.join(f'z{k}, ' for k in ks)}= dot_rows(W, ({offsets}), xn_, D)")
     return sums + [f"{pad}Z0[{k} * n_out + o] = z{k}" for k in range(K)]
 
 
@@ -261,8 +261,8 @@ def _write_kernel(folder: Path, name: str, src: str) -> Path:
 
 def generated_module(K: int):
     """The imported module of per-K kernels (``first_layer``, ``first_layer_resample``,
-    ``first_layer_dots``, ``train_steps_b1``, ``sample_row``), written once (atomically; an unchanged file keeps its numba
-    cache) under :func:`kernel_dir`, or ``$TMPDIR/bimu-kernels-<uid>`` when that is not writable, or a
+    ``first_layer_dots``, ``train_steps_b1``, ``sample_row``), written once (atomically; an unchanged
+    file keeps its numba cache) under :func:`kernel_dir`, or ``$TMPDIR/bimu-kernels-<uid>`` when that is not writable, or a
     fresh temporary folder; a cache folder that another user owns or may write to is never used
     (:func:`bimu.privatedir.private_dir`: a planted module or numba cache index would run as you)."""
     K = int(K)
