@@ -48,3 +48,8 @@ def test_readme_and_ci_install_every_extra():
     for text in (commands[0], (ROOT / ".ci" / "run").read_text()):
         installed = re.search(r'pip install (?:-q )?-e "\.\[([a-z,]+)\]"', text)
         assert installed and set(installed.group(1).split(",")) == extras, text
+    # CI runs the README's test command, whose -n needs pytest-xdist from the test extra
+    ci_lines = [line for line in (ROOT / ".ci" / "run").read_text().splitlines() if line and not line.startswith("#")]
+    assert ci_lines[-1] == commands[1].strip() == "python -m pytest -n auto"
+    test_extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["test"]
+    assert any(req.startswith("pytest-xdist") for req in test_extra)
