@@ -1,0 +1,50 @@
+"""scripts/compute_queue.py: the full-scale queues name each run once and print what they would run."""
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "compute_queue.py"
+
+
+def _queue_module():
+    spec = importlib.util.spec_from_file_location("compute_queue", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _runs(items) -> dict[tuple[str, str], int]:
+    """(reproduction, row) -> the most seeds any item asks of it."""
+    out: dict[tuple[str, str], int] = {}
+    for name, rows, seeds in items:
+        rows = rows() if callable(rows) else rows
+        for row in [None] if rows is None else [rows] if isinstance(rows, str) else rows:
+            out[(name, row)] = max(out.get((name, row), 0), seeds)
+    return out
+
+
+def test_no_run_is_in_both_queues():
+    q = _queue_module()
+    pmnist, active = _runs(q.QUEUES["pmnist"]), _runs(q.QUEUES["active"])
+    assert set(pmnist) & set(active) == set()
+    # Table 1 at 1000 tasks: every method, with the issue's seeds
+    table1 = {row: seeds for (name, row), seeds in {**pmnist, **active}.items() if name == "pmnist-1000"}
+    assert table1 == {"sgd": 3, "ewc-online": 3, "si": 3, "ste": 2, "bimu": 2, "bayesbinn": 2,
+                      "synaptic-metaplasticity": 2, "mesu": 2}
+
+
+def test_dry_run_prints_each_command_and_an_unknown_queue_is_one_line(tmp_path):
+    out = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), "--dry-run"], capture_output=True,
+                         text=True, check=True, cwd=ROOT).stdout.splitlines()
+    assert len(out) == len(_queue_module().PMNIST)
+    assert out[0].endswith(f"-m bimu reproduce pmnist-1000 --scale full --seeds 3 --rows sgd --jobs 1 "
+                           f"--threads 1 --out {tmp_path}")
+    assert not (tmp_path / "runs").exists()
+    bad = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), "--queue", "gpu"], capture_output=True,
+                         text=True, cwd=ROOT)
+    assert bad.returncode != 0
+    assert bad.stderr.strip() == "--queue: unknown queue 'gpu'; choose from pmnist, active"
+
