@@ -143,16 +143,18 @@ def test_animals_al_compares_methods(tmp_path, on_fixture):
 def test_full_scale_rows_and_presets():
     opts = Options(seeds=(0, 1, 2))
     rows = al_methods.rows_for(opts, "openloris")
-    # BiMU, MESU, BayesBiNN, MESU standardised: baseline, VR 6, entropy 6, aleatoric 6, epistemic 5, VR-True 5,
+    # BiMU, MESU, BayesBiNN, MESU standardised: baseline, VR 9, entropy 6, aleatoric 6, epistemic 5, VR-True 5,
     # random 6; STE: 1 + 6 + 6
-    assert len(rows) == 4 * 35 + 13
+    assert len(rows) == 4 * 38 + 13
     assert len({r.slug for r in rows}) == len(rows)
     # the comparison: each method's baseline, comparison rule and random querying
-    assert len([r for r in rows if al_methods.in_comparison(r)]) == 5 * 13
+    assert len([r for r in rows if al_methods.in_comparison(r)]) == 4 * 16 + 13
+    assert [r.params["threshold"] for r in rows if r.slug.startswith("bayesbinn-vr-") and "true" not in r.slug] == [
+        0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]
     assert {r.params["strategy"] for r in rows if not al_methods.in_comparison(r)} == {
         "entropy", "aleatoric", "epistemic", "vr-true"}
     std = [r for r in rows if r.slug.startswith("mesu-std-")]
-    assert len(std) == 35 and all(r.params["standardize"] and r.params["preset"] == "openloris-8192-imbalanced-std"
+    assert len(std) == 38 and all(r.params["standardize"] and r.params["preset"] == "openloris-8192-imbalanced-std"
                                   for r in std)
     assert not any("standardize" in r.params for r in rows if r not in std)  # the other rows' runs stay valid
     for data in ("openloris", "animals"):
@@ -174,7 +176,7 @@ def test_the_paper_cell_is_written_once_per_rule():
     table = al_methods.methods_table("animals-al", "t", setup, rows, {}, opts)
     col = table.header.index("Paper (accuracy %)")
     vr = [r[col] for r in table.rows if r[:2] == ["BiMU", "VR"]]
-    assert vr[0].startswith("84.46 at 11% queried") and vr[1:] == ["as above"] * 5
+    assert vr[0].startswith("84.46 at 11% queried") and vr[1:] == ["as above"] * 8
     assert [r[col] for r in table.rows if r[:2] == ["BiMU", "100% updates"]] == ["86.28 (100% queried)"]
     assert {r[col] for r in table.rows if r[0] != "BiMU"} == {"-"}
 

@@ -59,7 +59,7 @@ def test_claims_one_to_three_from_the_method_comparison(opts):
     assert rows["3"][2] == ("holds: BiMU VR minus each at the same queried fraction: MESU VR +15.00 (2 rows), "
                             "BayesBiNN VR +70.00 (2 rows), STE Aleatoric +60.00 (2 rows) points")
     assert rows["1"][3].startswith("not decided") and rows["5"][3].startswith("not applicable")
-    assert "openloris-al: 11 of 153 rows with complete runs, 22 runs, seeds 0,1" in rep.table.notes
+    assert "openloris-al: 11 of 165 rows with complete runs, 22 runs, seeds 0,1" in rep.table.notes
     assert rep.seeds == [0, 1]
 
 

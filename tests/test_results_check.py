@@ -99,7 +99,7 @@ def test_check_fails_on_a_row_with_runs_left_off_the_page(small_page, tmp_path, 
     page.write_text(page.read_text().replace(row + "\n", ""))
     capsys.readouterr()
     assert main(["report", "--check", str(page)]) == 1
-    assert "row 100: has runs but is not on the page (recomputed: " in capsys.readouterr().out
+    assert "row 100: missing from the page (recomputed: " in capsys.readouterr().out
 
 
 def test_check_fails_on_an_edited_note_and_a_section_it_cannot_recompute(small_page, tmp_path, monkeypatch, capsys):

@@ -150,7 +150,7 @@ def compare_table(where: str, page: list[str], expected: list[str], n_labels: in
                 out.append(f"{where}, row {label}, {h}: page {a}, recomputed {b}")
     for key in erow:
         if key not in prow:
-            out.append(f"{where}, row {', '.join(key)}: has runs but is not on the page "
+            out.append(f"{where}, row {', '.join(key)}: missing from the page "
                        f"(recomputed: {' | '.join(erow[key][n_labels:])})")
     return out
 
