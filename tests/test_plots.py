@@ -78,3 +78,15 @@ def test_heatmap_of_several_groups_has_one_panel_each():
 def test_heatmap_rejects_a_matrix_that_is_not_square():
     with pytest.raises(ValueError, match=r"accuracy matrix : expected a non-empty square matrix, got shape \(2, 3\)"):
         plot_accuracy_matrix(np.zeros((2, 3)))
+
+
+def test_a_point_that_queried_nothing_is_left_off_the_log_axis():
+    curves = {"VR": [{"query_fraction": f, "accuracy": a, "rare_accuracy": a, "frequent_accuracy": a}
+                     for f, a in ((0.0, 0.05), (0.01, 0.2), (0.1, 0.5))],
+              "none": [{"query_fraction": 0.0, "accuracy": 0.05, "rare_accuracy": 0.0, "frequent_accuracy": 0.1}]}
+    fig = plot_accuracy_vs_queried(curves)
+    for ax in fig.axes:
+        drawn = {c.get_label(): c.lines[0] for c in ax.containers}  # one errorbar container per curve
+        assert list(drawn) == ["VR"]
+        assert list(drawn["VR"].get_xdata()) == [1.0, 10.0]
+        assert list(drawn["VR"].get_ydata()) == [100 * v for v in (0.2, 0.5)]

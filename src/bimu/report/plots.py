@@ -160,13 +160,16 @@ def plot_accuracy_vs_queried(curves: dict, path: str | os.PathLike | None = None
     and the panel keys (fractions in [0, 1]; a point with ``<key>_sd`` gets that error bar); a label
     containing a word of ``dashed`` is drawn dashed. ``baseline``: the 100%-update point drawn as a
     black horizontal line; ``baselines``: label -> such a point, one dotted line each. ``colors``: label
-    -> colour of its curve or line. Returns the figure (also written to ``path`` if given)."""
+    -> colour of its curve or line. The queried axis is logarithmic, so a point that queried nothing
+    (fraction 0: the tables list it) is left out rather than drawn as a line from the axis' left edge.
+    Returns the figure (also written to ``path`` if given)."""
     fig = _figure(15, 4.3)
     axes = fig.subplots(1, 3)
     colors = colors or {}
     for ax, (key, name) in zip(axes, QUERY_PANELS):
         for label, pts in curves.items():
-            pts = sorted((p["query_fraction"], p.get(key, float("nan")), p.get(key + "_sd", 0.0)) for p in pts)
+            pts = sorted((p["query_fraction"], p.get(key, float("nan")), p.get(key + "_sd", 0.0)) for p in pts
+                         if p["query_fraction"] > 0)
             if not pts:
                 continue
             xs, ys, sds = (100 * np.asarray(v, float) for v in zip(*pts))
