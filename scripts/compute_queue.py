@@ -9,7 +9,10 @@ different OUT folders would each train it. Run each from its own frozen
 worktree and OUT, one core each. Each item is ``bimu reproduce NAME --scale full --seeds N [--rows
 ROW ...] --jobs 1 --out OUT``: a finished
 run is reused as it is and an unfinished one resumes after its last completed task, so stopping this
-script (or losing the machine) and starting it again continues where it stopped. Start it from a frozen
+script (or losing the machine) and starting it again continues where it stopped. One queue at a time
+works in an OUT: the script holds ``OUT/.queue.lock`` and hands it to each item's process, so a second
+start is refused while the first, or an item it started, still runs (a stopped script's item would
+otherwise go on beside the new script's next one). Start it from a frozen
 worktree so that every run of a table trains with the same code::
 
     git worktree add --detach /work/repro/code HEAD
@@ -19,6 +22,8 @@ worktree so that every run of a table trains with the same code::
 and copy what it finishes into the repository with ``scripts/keep_runs.py``.
 """
 
+import fcntl
+import os
 import subprocess
 import sys
 import time
@@ -102,6 +107,19 @@ def command(out: str, name: str, rows, seeds: int) -> list[str]:
             *(["--rows", *rows] if rows else []), "--jobs", "1", "--threads", "1", "--out", out]
 
 
+def hold_queue_lock(out: str) -> int:
+    """An exclusive ``flock`` on ``OUT/.queue.lock``, held until this process and every process that
+    inherits the returned descriptor have ended; exits with one line if another queue holds it."""
+    os.makedirs(out, exist_ok=True)
+    fd = os.open(os.path.join(out, ".queue.lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        sys.exit(f"{out}: another queue, or a run it started, is still working here (it holds "
+                 f"{os.path.join(out, '.queue.lock')}); stop it first")
+    return fd
+
+
 def main(argv: list[str]) -> int:
     args = [a for a in argv if a != "--dry-run"]
     queue = "pmnist"
@@ -114,12 +132,14 @@ def main(argv: list[str]) -> int:
     if len(args) != 1:
         sys.exit(__doc__)
     out = args[0]
+    dry = "--dry-run" in argv
+    lock = None if dry else hold_queue_lock(out)
     for name, row, seeds in QUEUES[queue]:
         cmd = command(out, name, row, seeds)
         print(time.strftime("%Y-%m-%d %H:%M:%S"), " ".join(cmd[1:]), flush=True)
-        if "--dry-run" in argv:
+        if dry:
             continue
-        code = subprocess.call(cmd)
+        code = subprocess.call(cmd, pass_fds=(lock,))
         if code:
             print(f"exit {code}: {name} {row} (its error.txt says why); going on", flush=True)
     return 0

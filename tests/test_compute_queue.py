@@ -1,6 +1,8 @@
 """scripts/compute_queue.py: the full-scale queues name each run once and print what they would run."""
 
+import fcntl
 import importlib.util
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -48,3 +50,16 @@ def test_dry_run_prints_each_command_and_an_unknown_queue_is_one_line(tmp_path):
     assert bad.returncode != 0
     assert bad.stderr.strip() == "--queue: unknown queue 'gpu'; choose from pmnist, active"
 
+
+
+def test_a_second_queue_in_the_same_folder_is_refused_before_any_run(tmp_path):
+    fd = os.open(tmp_path / ".queue.lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # a queue, or an item it started, still working in this folder
+    try:
+        bad = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path)], capture_output=True, text=True, cwd=ROOT)
+    finally:
+        os.close(fd)
+    assert bad.returncode != 0 and bad.stdout == ""
+    assert bad.stderr.strip() == (f"{tmp_path}: another queue, or a run it started, is still working here (it "
+                                  f"holds {tmp_path / '.queue.lock'}); stop it first")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".queue.lock"]
