@@ -100,9 +100,14 @@ QUEUES = {"pmnist": PMNIST, "active": ACTIVE}
 QUEUE = PMNIST
 
 
-def command(out: str, name: str, rows, seeds: int) -> list[str]:
+def row_names(rows) -> list[str]:
+    """An item's rows as a list of names (``[]``: every row of the reproduction); a callable is called."""
     rows = rows() if callable(rows) else rows
-    rows = [] if rows is None else [rows] if isinstance(rows, str) else list(rows)
+    return [] if rows is None else [rows] if isinstance(rows, str) else list(rows)
+
+
+def command(out: str, name: str, rows, seeds: int) -> list[str]:
+    rows = row_names(rows)
     return [sys.executable, "-m", "bimu", "reproduce", name, "--scale", "full", "--seeds", str(seeds),
             *(["--rows", *rows] if rows else []), "--jobs", "1", "--threads", "1", "--out", out]
 

@@ -18,19 +18,18 @@ def _queue_module():
     return module
 
 
-def _runs(items) -> dict[tuple[str, str], int]:
-    """(reproduction, row) -> the most seeds any item asks of it."""
-    out: dict[tuple[str, str], int] = {}
+def _runs(q, items) -> dict[tuple[str, str | None], int]:
+    """(reproduction, row; None: every row) -> the most seeds any item asks of it."""
+    out: dict[tuple[str, str | None], int] = {}
     for name, rows, seeds in items:
-        rows = rows() if callable(rows) else rows
-        for row in [None] if rows is None else [rows] if isinstance(rows, str) else rows:
+        for row in q.row_names(rows) or [None]:
             out[(name, row)] = max(out.get((name, row), 0), seeds)
     return out
 
 
 def test_no_run_is_in_both_queues():
     q = _queue_module()
-    pmnist, active = _runs(q.QUEUES["pmnist"]), _runs(q.QUEUES["active"])
+    pmnist, active = _runs(q, q.QUEUES["pmnist"]), _runs(q, q.QUEUES["active"])
     assert set(pmnist) & set(active) == set()
     # Table 1 at 1000 tasks: every method, with the issue's seeds
     table1 = {row: seeds for (name, row), seeds in {**pmnist, **active}.items() if name == "pmnist-1000"}
@@ -49,7 +48,6 @@ def test_dry_run_prints_each_command_and_an_unknown_queue_is_one_line(tmp_path):
                          text=True, cwd=ROOT)
     assert bad.returncode != 0
     assert bad.stderr.strip() == "--queue: unknown queue 'gpu'; choose from pmnist, active"
-
 
 
 def test_a_second_queue_in_the_same_folder_is_refused_before_any_run(tmp_path):
