@@ -262,8 +262,8 @@ def _write_kernel(folder: Path, name: str, src: str) -> Path:
 def generated_module(K: int):
     """The imported module of per-K kernels (``first_layer``, ``first_layer_resample``,
     ``first_layer_dots``, ``train_steps_b1``, ``sample_row``), written once (atomically; an unchanged
-    file keeps its numba cache) under :func:`kernel_dir`, or ``$TMPDIR/bimu-kernels-<uid>`` when that is not writable, or a
-    fresh temporary folder; a cache folder that another user owns or may write to is never used
+    file keeps its numba cache) under :func:`kernel_dir`, or ``$TMPDIR/bimu-kernels-<uid>`` when that is
+    not writable, or a fresh temporary folder; a cache folder that another user owns or may write to is never used
     (:func:`bimu.privatedir.private_dir`: a planted module or numba cache index would run as you)."""
     K = int(K)
     if K < 1 or K > MAX_SAMPLES:
