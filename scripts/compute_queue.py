@@ -12,14 +12,10 @@ run is reused as it is and an unfinished one resumes after its last completed ta
 script (or losing the machine) and starting it again continues where it stopped. One queue at a time
 works in an OUT: the script holds ``OUT/.queue.lock`` and hands it to each item's process, so a second
 start is refused while the first, or an item it started, still runs (a stopped script's item would
-otherwise go on beside the new script's next one). Start it from a frozen
-worktree so that every run of a table trains with the same code::
-
-    git worktree add --detach /work/repro/code HEAD
-    cp -r results/reproduce-full/runs /work/repro/      # finished and carried runs
-    cd /work/repro && PYTHONPATH=/work/repro/code/src nohup python code/scripts/compute_queue.py /work/repro &
-
-and copy what it finishes into the repository with ``scripts/keep_runs.py``.
+otherwise go on beside the new script's next one). ``bash scripts/queues.sh start`` starts both queues,
+each from a frozen worktree (so that every run of a table trains with the same code) and an OUT seeded
+with the runs kept in ``results/reproduce-full/runs``; ``bash scripts/queues.sh keep`` copies what they
+finished, and the checkpoints of what they have not, back into the repository.
 """
 
 import fcntl

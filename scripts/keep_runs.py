@@ -7,7 +7,9 @@ SRC and DST are ``bimu reproduce --out`` folders (their runs lie under ``SRC/run
 without its checkpoint and lock; with ``--partial`` an
 unfinished run is copied *with* its ``checkpoint.pt``, which git ignores, so that it can be
 force-added at the end of a sitting (``git add -f``) and resumed by the next one
-(see ``results/reproduce-full/runs/README.md``).
+(see ``results/reproduce-full/runs/README.md``). An unfinished run is not copied over a finished one, nor
+over a checkpoint at least as new (a second computing folder seeded from DST holds an older copy of
+a run the first one goes on training).
 """
 
 import shutil
@@ -15,6 +17,14 @@ import sys
 from pathlib import Path
 
 from bimu.rundir import CHECKPOINT, RESULT, SUMMARY, RunDir, find_run_dirs
+
+
+def _newer_or_finished(target: RunDir, checkpoint: Path) -> bool:
+    """Whether ``target`` holds a finished run or a checkpoint no older than ``checkpoint``."""
+    if (target.exists(SUMMARY) and target.read_json(SUMMARY).get("complete")) or target.exists(RESULT):
+        return True
+    mine = target.path / CHECKPOINT
+    return mine.exists() and mine.stat().st_mtime >= checkpoint.stat().st_mtime
 
 
 def keep(src: Path, dst: Path, partial: bool) -> list[str]:
@@ -26,6 +36,8 @@ def keep(src: Path, dst: Path, partial: bool) -> list[str]:
         if not done and not (partial and rd.exists(CHECKPOINT)):
             continue
         target = dst / d.relative_to(src)
+        if not done and _newer_or_finished(RunDir(target), d / CHECKPOINT):
+            continue
         target.mkdir(parents=True, exist_ok=True)
         for f in d.iterdir():  # dot files: the lock and atomic writes in flight
             if f.is_file() and not f.name.startswith(".") and not (done and f.name == CHECKPOINT):

@@ -61,3 +61,17 @@ def test_a_second_queue_in_the_same_folder_is_refused_before_any_run(tmp_path):
     assert bad.stderr.strip() == (f"{tmp_path}: another queue, or a run it started, is still working here (it "
                                   f"holds {tmp_path / '.queue.lock'}); stop it first")
     assert sorted(p.name for p in tmp_path.iterdir()) == [".queue.lock"]
+
+
+def test_queues_script_prints_its_usage_and_its_frozen_code_is_a_commit_here():
+    script = ROOT / "scripts" / "queues.sh"
+    r = subprocess.run(["bash", str(script), "no-such-command"], capture_output=True, text=True)
+    assert r.returncode == 2 and "bash scripts/queues.sh start" in r.stdout
+    frozen = next(line.split("=", 1)[1] for line in script.read_text().splitlines()
+                  if line.startswith("PMNIST_CODE="))
+    shallow = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--is-shallow-repository"],
+                             capture_output=True, text=True).stdout.strip()
+    if shallow == "true":
+        return  # a shallow clone may lack the commit Table 1 trains with
+    kind = subprocess.run(["git", "-C", str(ROOT), "cat-file", "-t", frozen], capture_output=True, text=True)
+    assert kind.stdout.strip() == "commit", f"PMNIST_CODE={frozen} is not a commit of this repository"

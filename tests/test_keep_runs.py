@@ -40,3 +40,26 @@ def test_partial_copies_an_unfinished_run_with_its_checkpoint(tmp_path):
                                               "checkpoint.pt": "x"})
     assert [line.split()[0] for line in keep_runs.keep(src, dst, partial=True)] == ["partial"]
     assert (dst / "runs/full/pmnist-1000/sgd/seed-1/checkpoint.pt").read_text() == "x"
+
+
+def test_partial_never_replaces_a_newer_checkpoint_or_a_finished_run(tmp_path):
+    """Two computing folders seeded from the repository: the one still training a run wins, the stale
+    copy in the other does not overwrite it, and no unfinished copy replaces a finished run."""
+    import os
+
+    fresh, stale, dst = tmp_path / "fresh", tmp_path / "stale", tmp_path / "dst"
+    rel = "full/pmnist-1000/bimu/seed-0"
+    files = {"config.json": "{}", "summary.json": '{"complete": false}'}
+    old = _run(stale, rel, {**files, "checkpoint.pt": "task 10"})
+    new = _run(fresh, rel, {**files, "checkpoint.pt": "task 90"})
+    os.utime(old / "checkpoint.pt", (1_000, 1_000))
+    os.utime(new / "checkpoint.pt", (2_000, 2_000))
+    assert [line.split()[0] for line in keep_runs.keep(fresh, dst, partial=True)] == ["partial"]
+    assert keep_runs.keep(stale, dst, partial=True) == []
+    assert (dst / "runs" / rel / "checkpoint.pt").read_text() == "task 90"
+    _run(fresh, "full/pmnist-1000/sgd/seed-0", {"config.json": "{}", "summary.json": '{"complete": true}'})
+    _run(stale, "full/pmnist-1000/sgd/seed-0", {**files, "checkpoint.pt": "task 3"})
+    keep_runs.keep(fresh, dst, partial=True)
+    assert keep_runs.keep(stale, dst, partial=True) == []
+    kept = dst / "runs/full/pmnist-1000/sgd/seed-0"
+    assert sorted(p.name for p in kept.iterdir()) == ["config.json", "summary.json"]

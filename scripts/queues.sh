@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# The two full-scale compute queues (scripts/compute_queue.py), one core each, started, paused and kept
+# in the repository from one place, so that a sitting on a new machine resumes them with one command.
+#
+#   bash scripts/queues.sh start        worktrees, OUT folders seeded from results/reproduce-full/runs,
+#                                       both queues started in the background
+#   bash scripts/queues.sh pause|resume stop / continue both queues and their runs (e.g. while CI runs)
+#   bash scripts/queues.sh stop         end both queues and their runs (a run resumes at its last task)
+#   bash scripts/queues.sh keep         finished runs and unfinished runs' checkpoints into
+#                                       results/reproduce-full/runs (git add -f the checkpoints)
+#   bash scripts/queues.sh publish      keep, then every table, al-claims and docs/results.md rebuilt from
+#                                       the runs, and `bimu report --check docs/results.md`
+#   bash scripts/queues.sh status       what each queue is running and the tail of its log
+#
+# pmnist: Table 1 and the memory-window rows, trained by the code at PMNIST_CODE (every run of Table 1
+# trains with the same code), in $QUEUE_ROOT/repro. active: the active-learning entries and Table 1's MESU
+# seeds, trained by the code at the commit checked out when it starts, in $QUEUE_ROOT/alrun2. The
+# queue lists are always this checkout's scripts/compute_queue.py.
+set -euo pipefail
+REPO="$(cd "$(dirname "$0")/.." && pwd)"
+QUEUE_ROOT="${QUEUE_ROOT:-/work}"
+PMNIST_CODE=2298154
+PM_OUT="$QUEUE_ROOT/repro"
+AL_OUT="$QUEUE_ROOT/alrun2"
+KEPT="$REPO/results/reproduce-full"
+export BIMU_DATA_DIR="${BIMU_DATA_DIR:-$(cd "$REPO/../shared/data" 2>/dev/null && pwd || true)}"
+
+signal() {  # signal SIG: every queue driver and every run it started
+    for out in "$PM_OUT" "$AL_OUT"; do
+        pkill "-$1" -f "compute_queue.py $out" || true
+        pkill "-$1" -f -- "--out $out\$" || true
+    done
+}
+
+worktree() {  # worktree DIR COMMIT: a detached worktree of this repository at COMMIT
+    if [ -e "$1/.git" ]; then
+        git -C "$1" checkout -q --detach "$2"
+    else
+        git -C "$REPO" worktree add -q --detach "$1" "$2"
+    fi
+}
+
+start_queue() {  # start_queue OUT CODE QUEUE LOG [nice]
+    mkdir -p "$1"
+    cp -rn "$KEPT/runs" "$1/"  # finished runs are reused, a kept checkpoint resumes; nothing is overwritten
+    (cd "$1" && PYTHONPATH="$2/src" nohup nice -n "${5:-0}" python "$REPO/scripts/compute_queue.py" "$1" \
+        --queue "$3" >> "$4" 2>&1 &)
+}
+
+keep() {
+    for out in "$PM_OUT" "$AL_OUT"; do
+        [ -d "$out/runs" ] && python "$REPO/scripts/keep_runs.py" "$out" "$KEPT" --partial
+    done
+    git -C "$REPO" ls-files -o --ignored --exclude-standard -- "results/reproduce-full/runs/**/checkpoint.pt" \
+        | sed 's/^/unfinished, add with git add -f: /'
+}
+
+case "${1:-}" in
+start)
+    echo 0 > /proc/sys/kernel/sched_autogroup_enabled 2>/dev/null || true  # nice applies across sessions
+    worktree "$PM_OUT/code" "$PMNIST_CODE"
+    worktree "$QUEUE_ROOT/wt-alrun" "$(git -C "$REPO" rev-parse HEAD)"
+    start_queue "$PM_OUT" "$PM_OUT/code" pmnist "$PM_OUT/queue.log" -10
+    start_queue "$AL_OUT" "$QUEUE_ROOT/wt-alrun" active "$AL_OUT/active.log"
+    sleep 5
+    "$0" status
+    ;;
+pause) signal STOP ;;
+resume) signal CONT ;;
+stop) signal TERM ;;
+status)
+    for log in "$PM_OUT/queue.log" "$AL_OUT/active.log"; do
+        echo "== $log"
+        [ -f "$log" ] && grep -E '^[0-9]{4}-[0-9]{2}-[0-9]{2} ' "$log" | tail -n 1 | cut -c1-160
+    done
+    pgrep -af "bimu reproduce" | cut -c1-160 || echo "no run is working"
+    ;;
+keep) keep ;;
+publish)
+    keep
+    cd "$REPO"
+    mapfile -t commands < <(grep -oP '^- command: `\K[^`]+' docs/results.md | sort -u)
+    for entry in results/reproduce-full/runs/full/*/; do  # an entry with runs that is not on the page yet
+        name=$(basename "$entry")
+        printf '%s\n' "${commands[@]}" | grep -q "reproduce $name " ||
+            commands+=("bimu reproduce $name --scale full --out results/reproduce-full --from-runs")
+    done
+    for c in "${commands[@]}"; do
+        echo "$c"
+        eval "$c" > /dev/null
+    done
+    eval "$(grep -oP 'Generated from real run directories by `\K[^`]+' docs/results.md)"
+    bimu report --check docs/results.md
+    grep -n "not explained yet" docs/results.md || true
+    ;;
+*)
+    sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
+    exit 2
+    ;;
+esac
