@@ -8,6 +8,9 @@
 #   bash scripts/queues.sh stop         end both queues and their runs (a run resumes at its last task)
 #   bash scripts/queues.sh keep         finished runs and unfinished runs' checkpoints into
 #                                       results/reproduce-full/runs (git add -f the checkpoints)
+#   bash scripts/queues.sh checkpoint   keep, then commit the unfinished runs (with their checkpoints) alone,
+#                                       so that a sitting that ends without warning loses little; run it
+#                                       every half hour: while sleep 1800; do bash scripts/queues.sh checkpoint; done &
 #   bash scripts/queues.sh publish      keep, then every table, al-claims and docs/results.md rebuilt from
 #                                       the runs, and `bimu report --check docs/results.md`
 #   bash scripts/queues.sh status       what each queue is running and the tail of its log
@@ -76,6 +79,20 @@ status)
     pgrep -af "bimu reproduce" | cut -c1-160 || echo "no run is working"
     ;;
 keep) keep ;;
+checkpoint)
+    keep > /dev/null
+    cd "$REPO"
+    mapfile -t dirs < <(git ls-files -o -i -c --exclude-standard -- "results/reproduce-full/runs/**/checkpoint.pt" \
+        | xargs -r -n1 dirname | sort -u)
+    [ "${#dirs[@]}" -eq 0 ] && { echo "no unfinished run"; exit 0; }
+    git add -f -- "${dirs[@]}"
+    for i in 1 2 3 4 5 6; do  # the developer's own git command may hold the index for a moment
+        git commit -q --only -m "runs: checkpoints of the unfinished runs, to resume them on another machine" \
+            -m "$(printf '%s\n' "${dirs[@]#results/reproduce-full/runs/}")" -- "${dirs[@]}" && break
+        sleep 10
+    done
+    git log --oneline -1
+    ;;
 publish)
     keep
     cd "$REPO"
@@ -94,7 +111,7 @@ publish)
     grep -n "not explained yet" docs/results.md || true
     ;;
 *)
-    sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac
