@@ -128,6 +128,22 @@ def test_state_dict_resumes_exactly():
     assert b.memory_bytes() == a.lam.nbytes
 
 
+def test_one_example_scores_are_the_batch_kernels_bit_for_bit():
+    """The query decision's serial kernel and the batch kernel give the same outputs, ties and
+    extreme logits included, in both float widths."""
+    from bimu.engine.scores import scores_from_logits, scores_one
+
+    rng = np.random.default_rng(3)
+    cases = [rng.standard_normal((10, 1, 19)) * 4, rng.standard_normal((5, 6, 3)), np.zeros((7, 1, 4)),
+             np.where(rng.random((9, 1, 5)) < 0.5, -80.0, 80.0)]
+    for logits in cases:
+        for dtype in (np.float32, np.float64):
+            one, batch = scores_one(logits.astype(dtype)), scores_from_logits(logits.astype(dtype))
+            for a, b in zip(one, batch):
+                assert a.dtype == b.dtype and np.array_equal(a, b)
+    assert scores_one(np.zeros((7, 1, 4)))[1].tolist() == [[7, 0, 0, 0]]  # ties: the first class
+
+
 def test_hard_predictions_and_scores_match_torch():
     X, Y = _data(30)
     m = create_fused("bimu", SIZES, 4, HP)

@@ -36,7 +36,7 @@ from bimu.engine.query import QueryPlanes
 from bimu.engine.hparams import ACT_GATE, ACT_SIGN, KIND_BAYESBINN, KIND_BIMU, BinaryHP, Cfg, pack
 from bimu.engine.rowpass import MAX_SAMPLES, train_steps_b1_kernel
 from bimu.engine.sampling import sample_weights
-from bimu.engine.scores import scores_from_logits
+from bimu.engine.scores import scores_from_logits, scores_one
 from bimu.methods.bayesbinn import BayesBiNNMethod
 from bimu.methods.bimu import BiMUMethod
 from bimu.nn.mlp import LAYER_NORM_EPS
@@ -195,7 +195,7 @@ class _FusedBinary(FusedMethod):
         from the 62-bit integer ``key`` (:mod:`bimu.engine.query`), and its prediction (argmax of the
         mean log-softmax). The evaluation counter is not used."""
         xn, _ = self._as_inputs(x)
-        probs, _, pred = scores_from_logits(self.query_planes().logits(xn[0], key, int(n_samples)))[:3]
+        probs, _, pred = scores_one(self.query_planes().logits(xn[0], key, int(n_samples)))[:3]
         return torch.from_numpy(probs.astype(np.float32, copy=False)), int(pred[0])
 
     # ----------------------------------------------------------------- state

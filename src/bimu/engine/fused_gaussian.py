@@ -27,7 +27,7 @@ from bimu.engine.dense import dense_forward, offsets
 from bimu.engine.gaussian import gaussian_noise, mesu_train
 from bimu.engine.hparams import ACT_GATE, ACT_RELU, MesuHP, pack
 from bimu.engine.query import QUERY_SALT
-from bimu.engine.scores import scores_from_logits
+from bimu.engine.scores import scores_one
 from bimu.methods.mesu import MESUMethod
 from bimu.nn.gaussian import GaussianMLP
 
@@ -150,7 +150,7 @@ class FusedMESU(FusedMethod):
             var = np.square(h) @ np.square(sg_w).T + np.square(self.sigma[b])
             z = mean + np.sqrt(var) * rng.standard_normal((S, n_out), dtype=self.dtype)
             h = z if l == L - 1 else (np.abs(z) > gate).astype(self.dtype) if gate > 0 else np.maximum(z, 0)
-        probs, _, pred = scores_from_logits(np.ascontiguousarray(h, dtype=self.dtype).reshape(S, 1, -1))[:3]
+        probs, _, pred = scores_one(np.ascontiguousarray(h, dtype=self.dtype).reshape(S, 1, -1))[:3]
         return torch.from_numpy(probs.astype(np.float32, copy=False)), int(pred[0])
 
     # ----------------------------------------------------------------- state

@@ -79,3 +79,18 @@ def scores_from_logits(logits):
         example_scores(logits, b, probs, votes, pred, vr, pe, al, ep, np.zeros(C, dtype=np.float64),
                        np.zeros(C, dtype=np.float64), np.empty(C, dtype=np.float64))
     return probs, votes, pred, vr, pe, al, ep
+
+
+@njit(fastmath=False, **KERNEL_OPTS)
+def scores_one(logits):
+    """:func:`scores_from_logits` computed in the calling thread, for one example (a query decision):
+    starting the thread pool would cost more than the example, and many times more (tens of
+    milliseconds) while another process holds the other cores. The same arithmetic, the same results."""
+    K, B, C = logits.shape
+    probs, votes, pred = np.empty_like(logits), np.zeros((B, C), dtype=np.int64), np.empty(B, dtype=np.int64)
+    vr, pe, al, ep = (np.empty(B, dtype=np.float64), np.empty(B, dtype=np.float64), np.empty(B, dtype=np.float64),
+                      np.empty(B, dtype=np.float64))
+    for b in range(B):
+        example_scores(logits, b, probs, votes, pred, vr, pe, al, ep, np.zeros(C, dtype=np.float64),
+                       np.zeros(C, dtype=np.float64), np.empty(C, dtype=np.float64))
+    return probs, votes, pred, vr, pe, al, ep
