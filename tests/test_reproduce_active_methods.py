@@ -82,6 +82,8 @@ def test_openloris_al_compares_every_method_and_rule(tmp_path, on_fixture):
     assert (ste["method"], ste["strategy"], ste["mc_samples"], ste["preset"]) == ("ste", "aleatoric", 1,
                                                                                    "openloris-8192-imbalanced")
     assert json.loads((run / "bayesbinn-vr-0.1/seed-0/config.json").read_text())["mc_samples"] == 10
+    env = json.loads((run / "bayesbinn-vr-0.1/seed-0/environment.json").read_text())  # the processor that ran it
+    assert env["seed"] == 0 and env["cpu"]["isa"] == sorted(env["cpu"]["isa"]) and env["versions"]["numpy"]
     assert json.loads((run / "mesu-random-0.01/seed-0/result.json").read_text())["forward_passes"] == 0
     oracle = json.loads((run / "bayesbinn-vr-true-0.1/seed-0/result.json").read_text())
     assert oracle["oracle"] is True and oracle["score"] == "vr-true"

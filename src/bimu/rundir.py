@@ -134,6 +134,25 @@ def git_commit(start: str | os.PathLike | None = None) -> str | None:
         return None
 
 
+def cpu_info() -> dict[str, Any]:
+    """The processor's model name and its widest vector extensions (Linux: ``/proc/cpuinfo``; elsewhere
+    ``platform.processor()``): library kernels (BLAS, oneDNN) pick their code by these, so float results,
+    and an active stream's decisions with them, can differ in the last bits between processor types."""
+    model, flags = platform.processor() or None, []
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name":
+                model = value.strip()
+            elif key.strip() == "flags":
+                flags = sorted(f for f in value.split() if f in ("avx", "avx2", "fma", "avx512f", "avx512_fp16",
+                                                                  "amx_tile", "sse4_2"))
+                break
+    except OSError:
+        pass
+    return {"model": model, "isa": flags}
+
+
 def environment_info(seed: int, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Versions, platform, seed, commit: what ``environment.json`` records."""
     import torch
@@ -148,7 +167,7 @@ def environment_info(seed: int, extra: Mapping[str, Any] | None = None) -> dict[
         except Exception:  # noqa: BLE001 - optional packages
             versions[mod] = None
     info = {"seed": int(seed), "versions": versions, "platform": platform.platform(),
-            "machine": platform.machine(), "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+            "machine": platform.machine(), "cpu": cpu_info(), "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
             "commit": git_commit(), "argv": sys.argv}
     if extra:
         info.update(extra)

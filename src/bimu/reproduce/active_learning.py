@@ -212,7 +212,7 @@ def run_one(setup: ALSetup, opts: Options, entry: str, row: ALRow, seed: int) ->
     """Run (or reuse) one (row, seed) into its run directory; ValueError if the directory holds a run
     of another configuration."""
     from bimu.experiments.sweep import run_stream
-    from bimu.rundir import RunDir, dumps
+    from bimu.rundir import ENVIRONMENT, RunDir, dumps, environment_info
 
     rd = RunDir(run_dir_of(opts, entry, row, seed))
     cfg = json.loads(dumps(_job_config(setup, opts, row, seed)))
@@ -223,6 +223,9 @@ def run_one(setup: ALSetup, opts: Options, entry: str, row: ALRow, seed: int) ->
         if rd.exists("result.json"):
             return 0
     rd.write_json("config.json", cfg)
+    # the processor and versions that ran it: an active stream's decisions follow the last bits of its
+    # features and kernels, which differ between processor types (same seed, same machine: same run)
+    rd.write_json(ENVIRONMENT, environment_info(seed, {"engine": opts.engine, "threads": opts.threads}))
     try:
         result = run_stream(load_benchmark(setup, opts), seed=int(seed), engine=opts.engine, **row.params)
     except DivergenceError as e:  # a result of this configuration and seed (the same on every rerun)
