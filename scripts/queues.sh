@@ -96,6 +96,8 @@ checkpoint)
 publish)
     keep
     cd "$REPO"
+    export PYTHONPATH="$REPO/src"  # this checkout's bimu, whatever an editable install points at
+    bimu() { python -m bimu "$@"; }
     mapfile -t commands < <(grep -oP '^- command: `\K[^`]+' docs/results.md | sort -u)
     for entry in results/reproduce-full/runs/full/*/; do  # an entry with runs that is not on the page yet
         name=$(basename "$entry")
