@@ -19,9 +19,15 @@ from pathlib import Path
 from bimu.rundir import CHECKPOINT, RESULT, SUMMARY, RunDir, find_run_dirs
 
 
+def _finished(rd: RunDir) -> bool:
+    """Whether ``rd`` holds a finished run (``summary.json`` says complete; an active-learning run: its
+    ``result.json`` is written)."""
+    return bool((rd.exists(SUMMARY) and rd.read_json(SUMMARY).get("complete")) or rd.exists(RESULT))
+
+
 def _newer_or_finished(target: RunDir, checkpoint: Path) -> bool:
     """Whether ``target`` holds a finished run or a checkpoint no older than ``checkpoint``."""
-    if (target.exists(SUMMARY) and target.read_json(SUMMARY).get("complete")) or target.exists(RESULT):
+    if _finished(target):
         return True
     mine = target.path / CHECKPOINT
     return mine.exists() and mine.stat().st_mtime >= checkpoint.stat().st_mtime
@@ -32,7 +38,7 @@ def keep(src: Path, dst: Path, partial: bool) -> list[str]:
     lines = []
     for d in find_run_dirs([src / "runs"]):
         rd = RunDir(d)
-        done = (rd.exists(SUMMARY) and rd.read_json(SUMMARY).get("complete")) or rd.exists(RESULT)
+        done = _finished(rd)
         if not done and not (partial and rd.exists(CHECKPOINT)):
             continue
         target = dst / d.relative_to(src)

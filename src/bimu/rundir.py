@@ -135,9 +135,9 @@ def git_commit(start: str | os.PathLike | None = None) -> str | None:
 
 
 def cpu_info() -> dict[str, Any]:
-    """The processor's model name and its widest vector extensions (Linux: ``/proc/cpuinfo``; elsewhere
-    ``platform.processor()``): library kernels (BLAS, oneDNN) pick their code by these, so float results,
-    and an active stream's decisions with them, can differ in the last bits between processor types."""
+    """The processor's model name and those of its vector extensions that library kernels (BLAS, oneDNN)
+    choose their code by (Linux: ``/proc/cpuinfo``; elsewhere ``platform.processor()`` and no flags): float
+    results, and an active stream's decisions with them, can differ in the last bits between processor types."""
     model, flags = platform.processor() or None, []
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -167,8 +167,8 @@ def environment_info(seed: int, extra: Mapping[str, Any] | None = None) -> dict[
         except Exception:  # noqa: BLE001 - optional packages
             versions[mod] = None
     info = {"seed": int(seed), "versions": versions, "platform": platform.platform(),
-            "machine": platform.machine(), "cpu": cpu_info(), "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-            "commit": git_commit(), "argv": sys.argv}
+            "machine": platform.machine(), "cpu": cpu_info(), "cpu_count": os.cpu_count(),
+            "torch_threads": torch.get_num_threads(), "commit": git_commit(), "argv": sys.argv}
     if extra:
         info.update(extra)
     return info

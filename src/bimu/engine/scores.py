@@ -59,6 +59,15 @@ def example_scores(logits, b, probs, votes, pred, vr, pe, al, ep, mlp, mp, ex):
     ep[b] = max(pe[b] - al[b], 0.0)
 
 
+@njit(inline="always", **KERNEL_OPTS)
+def score_outputs(logits):
+    """The arrays :func:`scores_from_logits` returns, allocated for logits ``[K, B, C]`` (votes zeroed)."""
+    K, B, C = logits.shape
+    return (np.empty_like(logits), np.zeros((B, C), dtype=np.int64), np.empty(B, dtype=np.int64),
+            np.empty(B, dtype=np.float64), np.empty(B, dtype=np.float64), np.empty(B, dtype=np.float64),
+            np.empty(B, dtype=np.float64))
+
+
 @njit(parallel=True, fastmath=False, **KERNEL_OPTS)
 def scores_from_logits(logits):
     """Softmax probabilities and label-free scores from logits ``[K, B, C]``.
@@ -68,13 +77,7 @@ def scores_from_logits(logits):
     (first index on ties); predictions are the argmax of the mean log-softmax (the paper's rule).
     """
     K, B, C = logits.shape
-    probs = np.empty_like(logits)
-    votes = np.zeros((B, C), dtype=np.int64)
-    pred = np.empty(B, dtype=np.int64)
-    vr = np.empty(B, dtype=np.float64)
-    pe = np.empty(B, dtype=np.float64)
-    al = np.empty(B, dtype=np.float64)
-    ep = np.empty(B, dtype=np.float64)
+    probs, votes, pred, vr, pe, al, ep = score_outputs(logits)
     for b in prange(B):
         example_scores(logits, b, probs, votes, pred, vr, pe, al, ep, np.zeros(C, dtype=np.float64),
                        np.zeros(C, dtype=np.float64), np.empty(C, dtype=np.float64))
@@ -87,9 +90,7 @@ def scores_one(logits):
     starting the thread pool would cost more than the example, and many times more (tens of
     milliseconds) while another process holds the other cores. The same arithmetic, the same results."""
     K, B, C = logits.shape
-    probs, votes, pred = np.empty_like(logits), np.zeros((B, C), dtype=np.int64), np.empty(B, dtype=np.int64)
-    vr, pe, al, ep = (np.empty(B, dtype=np.float64), np.empty(B, dtype=np.float64), np.empty(B, dtype=np.float64),
-                      np.empty(B, dtype=np.float64))
+    probs, votes, pred, vr, pe, al, ep = score_outputs(logits)
     for b in range(B):
         example_scores(logits, b, probs, votes, pred, vr, pe, al, ep, np.zeros(C, dtype=np.float64),
                        np.zeros(C, dtype=np.float64), np.empty(C, dtype=np.float64))
