@@ -155,11 +155,36 @@ def run_table(entry: Entry, opts: Options, rows: Sequence[Row], summaries: dict[
                  f"(sample std); OOD AUC is the epistemic score vs {ood} "
                  "(aleatoric for deterministic methods); MMRR (one number, as in the "
                  "paper) is computed from the seed-averaged accuracy matrices")
+    notes += compute_note(rows, summaries)
     if causes:
         notes.append(f"†N: {RULE}; N numbers the cause, written once below")
     title = entry.title + "".join(f" [stand-in: {b}]" for b in standins)
     return Table(title + ("" if opts.scale == "full" else " [quick]"), header, out_rows, notes,
                  gaps=with_passages(list(causes.values())))
+
+
+def compute_note(rows: Sequence[Row], summaries: dict[str, list[dict]]) -> list[str]:
+    """The note giving each row's compute: the core-hours a seed took (training and evaluation seconds of
+    its ``summary.json``, on one core), the mean over seeds and each seed's; ``[]`` when no row has any.
+
+    >>> row = Row(["BiMU"], "bimu", None, {})
+    >>> note = compute_note([row], {"bimu": [{"seed": 0, "train_seconds": 7000.0, "eval_seconds": 200.0},
+    ...                                       {"seed": 1, "train_seconds": 6000.0, "eval_seconds": 100.0}]})
+    >>> note[0].split("differ): ")[1]
+    'BiMU 1.85 (seed 0: 2.00, 1: 1.69)'
+    """
+    parts = []
+    for row in rows:
+        timed = [(s.get("seed"), (s.get("train_seconds") or 0.0) + (s.get("eval_seconds") or 0.0))
+                 for s in summaries.get(row.slug, []) if isinstance(s.get("train_seconds"), (int, float))]
+        if timed:
+            hours = [t / 3600 for _, t in timed]
+            each = ", ".join(f"{seed}: {h:.2f}" for (seed, _), h in zip(timed, hours))
+            parts.append(f"{', '.join(row.labels)} {sum(hours) / len(hours):.2f} (seed {each})")
+    if not parts:
+        return []
+    return ["compute, core-hours a seed (training and evaluation time in each run's summary.json, one core; "
+            "machines and their load differ): " + "; ".join(parts)]
 
 
 def with_passages(gaps: list[dict]) -> list[dict]:
