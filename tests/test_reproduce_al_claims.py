@@ -56,8 +56,9 @@ def test_claims_one_to_three_from_the_method_comparison(opts):
     assert rows["2"][2] == ("holds: VR minus random at the same queried fraction, mean over 2 VR rows: overall "
                             "+25.00 points, rare classes +30.00 points")
     # MESU at 2%: 62.5%, at 4%: 67.5%: +7.5 and +22.5; BayesBiNN 10%: +70; STE 20%: +60
-    assert rows["3"][2] == ("holds: BiMU VR minus each at the same queried fraction: MESU VR +15.00 (2 rows), "
-                            "BayesBiNN VR +70.00 (2 rows), STE Aleatoric +60.00 (2 rows) points")
+    assert rows["3"][2] == ("holds: BiMU VR minus each at the same queried fraction: MESU VR +15.00 (2 rows; its "
+                            "curve 1.00%-5.00% queried), BayesBiNN VR +70.00 (2 rows; its curve 1.00%-5.00% queried), "
+                            "STE Aleatoric +60.00 (2 rows; its curve 1.00%-5.00% queried) points")
     assert rows["1"][3].startswith("not decided") and rows["5"][3].startswith("not applicable")
     assert "openloris-al: 11 of 165 rows with complete runs, 22 runs, seeds 0,1" in rep.table.notes
     assert rep.seeds == [0, 1]
