@@ -3,9 +3,9 @@
 The package is laid out as a map of the paper (Cottart, Ballet, Bonnet and Querlioz, ICML 2026),
 lowest layer first (a module imports only its own layer and lower ones; ``tests/test_layout.py``):
 
-- :mod:`bimu.atomic`, :mod:`bimu.process`, :mod:`bimu.rng`, :mod:`bimu.paper`, :mod:`bimu.rundir` -
-  atomic writes, process identities (lock owners), the counter-based random numbers, the paper's quoted
-  numbers and method names, run directories;
+- :mod:`bimu.atomic`, :mod:`bimu.process`, :mod:`bimu.rng`, :mod:`bimu.paper`, :mod:`bimu.rundir`,
+  :mod:`bimu.vectors` - atomic writes, process identities (lock owners), the counter-based random
+  numbers, the paper's quoted numbers and method names, run directories, the compiled kernels' vector width;
 - :mod:`bimu.nn` - Bernoulli binary layers, activations, the paper's networks, MC prediction;
 - :mod:`bimu.optim` - update rules (BiMU and the baselines), one per file;
 - :mod:`bimu.uncertainty`, :mod:`bimu.metrics` - entropies, mutual information, variation ratio;
@@ -24,7 +24,15 @@ lowest layer first (a module imports only its own layer and lower ones; ``tests/
 - :func:`bimu.fit_stream` - any method on your own stream (docs/own-data.md).
 """
 
+import warnings
+
 from bimu._version import __version__
+from bimu.vectors import prefer_wide_vectors
+
+try:  # before anything compiles: 512-bit vectors where the processor has them (bimu.vectors)
+    prefer_wide_vectors()
+except ValueError as e:
+    warnings.warn(f"{e}; using numba's default", stacklevel=2)
 
 __all__ = ["__version__", "create_method", "fit_stream"]
 
