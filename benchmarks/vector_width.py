@@ -25,6 +25,7 @@ WORKER = r"""
 import hashlib, json, sys, time
 import numpy as np, torch
 from bimu.engine import FUSED_METHODS, create_fused
+from numba.core import registry
 
 def digest(o, h):
     if isinstance(o, dict):
@@ -51,11 +52,13 @@ for name in FUSED_METHODS:
     h = hashlib.sha256()
     digest([m.state_dict(), m.mc_scores(X[:200])], h)
     out[name] = [n / dt, h.hexdigest()]
-print(json.dumps(out))
+print(json.dumps({"features": registry.cpu_target.target_context.codegen()._tm_features, "methods": out}))
 """
 
 
 def run(width: str, steps: int) -> dict:
+    """One process at ``width``: ``{"features": numba's target features, "methods": {name: [steps/s,
+    SHA-256 of the trained state and scores]}}``."""
     env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CPU_FEATURES", "NUMBA_CPU_NAME")}
     env["BIMU_VECTOR_WIDTH"] = width
     done = subprocess.run([sys.executable, "-c", WORKER, str(steps)], env=env, capture_output=True, text=True,
@@ -73,7 +76,7 @@ def main(argv=None) -> None:
     runs: dict[str, list[dict]] = {"256": [], "512": []}
     for _ in range(args.repeats):
         for width in runs:
-            runs[width].append(run(width, args.steps))
+            runs[width].append(run(width, args.steps)["methods"])
     print(f"AVX-512: {'yes' if _has_avx512() else 'no'}; {args.steps} steps (MESU {args.steps // 4}), "
           f"median of {args.repeats} per width")
     print(f"{'method':24s} {'256-bit steps/s':>16s} {'512-bit steps/s':>16s} {'ratio':>7s}  same bits")

@@ -1,45 +1,11 @@
 """512-bit vectors (bimu.vectors): when bimu sets numba's target, and that training gives the same bits with
 256-bit and 512-bit vectors."""
 
-import json
-import os
-import subprocess
-import sys
-
 import pytest
 
 from bimu import vectors
 
 AVX512 = vectors._has_avx512()
-
-DIGEST = r"""
-import hashlib, json, sys
-import numpy as np, torch
-from bimu.engine import create_fused
-from numba.core import registry
-
-def digest(o, h):
-    if isinstance(o, dict):
-        for k in sorted(o, key=str):
-            h.update(str(k).encode()); digest(o[k], h)
-    elif isinstance(o, (list, tuple)):
-        for v in o: digest(v, h)
-    elif isinstance(o, torch.Tensor): h.update(o.detach().contiguous().numpy().tobytes())
-    elif isinstance(o, np.ndarray): h.update(np.ascontiguousarray(o).tobytes())
-    else: h.update(repr(o).encode())
-
-rng = np.random.default_rng(0)
-X = rng.standard_normal((300, 200)).astype(np.float32)
-Y = rng.integers(0, 10, 300)
-out = {"features": registry.cpu_target.target_context.codegen()._tm_features}
-for name in ("bimu", "mesu", "synaptic-metaplasticity"):
-    m = create_fused(name, [200, 64, 10], seed=3, threads=1)
-    m.learn_many(X, Y)
-    h = hashlib.sha256()
-    digest([m.state_dict(), m.mc_scores(X[:50])], h)
-    out[name] = h.hexdigest()
-print(json.dumps(out))
-"""
 
 
 def test_leaves_numba_alone_when_asked_or_when_numba_is_configured():
@@ -68,26 +34,7 @@ def test_sets_the_host_features_without_the_256_bit_preference():
     assert features[-1] == "-prefer-256-bit" and "+avx512f" in features and "+avx2" in features
 
 
-def _train(width: str | None) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in vectors.NUMBA_OVERRIDES and k != vectors.ENV}
-    if width is not None:
-        env[vectors.ENV] = width
-    done = subprocess.run([sys.executable, "-c", DIGEST], env=env, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def test_training_gives_the_same_bits_with_either_vector_width():
-    narrow, wide = _train("256"), _train(None)
-    assert "-prefer-256-bit" not in narrow["features"].split(",")
-    if AVX512:  # the default really compiled with 512-bit vectors
-        assert wide["features"].split(",")[-1] == "-prefer-256-bit"
-    for name in ("bimu", "mesu", "synaptic-metaplasticity"):
-        assert narrow[name] == wide[name], name
-
-
-def test_vector_width_benchmark_smoke(capsys):
-    """benchmarks/vector_width.py runs every method at both widths and finds the same bits."""
+def _benchmark():
     import importlib.util
     from pathlib import Path
 
@@ -95,7 +42,24 @@ def test_vector_width_benchmark_smoke(capsys):
     spec = importlib.util.spec_from_file_location("vector_width", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    module.main(["--steps", "40", "--repeats", "1"])
+    return module
+
+
+def test_training_gives_the_same_bits_with_either_vector_width():
+    """Every fused method trained for 300 steps (MESU 75) in a 256-bit and a 512-bit process."""
+    bench = _benchmark()
+    narrow, wide = bench.run("256", 300), bench.run("512", 300)
+    assert "-prefer-256-bit" not in narrow["features"].split(",")
+    if AVX512:  # the default really compiled with 512-bit vectors
+        assert wide["features"].split(",")[-1] == "-prefer-256-bit"
+    assert narrow["methods"].keys() == wide["methods"].keys()
+    for name, (_, bits) in narrow["methods"].items():
+        assert wide["methods"][name][1] == bits, name
+
+
+def test_vector_width_benchmark_smoke(capsys):
+    """benchmarks/vector_width.py prints every method at both widths, with the same bits."""
+    _benchmark().main(["--steps", "40", "--repeats", "1"])
     lines = capsys.readouterr().out.strip().splitlines()
     from bimu.engine import FUSED_METHODS
 

@@ -4,7 +4,8 @@ numba compiles bimu's kernels (:mod:`bimu.engine`, :mod:`bimu.rng`, :mod:`bimu.e
 processor, but on processors with AVX-512 LLVM prefers 256-bit vectors unless told otherwise. The
 kernels' results do not depend on the vector width: every dot product follows one stated order
 (:mod:`bimu.engine.dots`) and no kernel lets the compiler reorder arithmetic (``fastmath`` is at most
-``contract``), so the same seed gives the same bits either way (``tests/test_vectors.py`` checks it).
+``contract``), so the same seed gives the same bits either way (``tests/test_vectors.py`` checks it for
+every fused method).
 With 512-bit vectors the online loop is faster (``benchmarks/vector_width.py`` measures each method both
 ways in one run), so importing bimu lifts that preference: it sets ``NUMBA_CPU_FEATURES`` to the host's
 features plus ``-prefer-256-bit``. numba reads that before it compiles anything, and processes that
