@@ -61,6 +61,10 @@ keep() {
 case "${1:-}" in
 start)
     echo 0 > /proc/sys/kernel/sched_autogroup_enabled 2>/dev/null || true  # nice applies across sessions
+    # 512-bit vectors where the processor has them, also for the frozen pmnist code, which predates
+    # bimu.vectors (the same bits either way: tests/test_vectors.py)
+    features=$(PYTHONPATH="$REPO/src" python -c 'import os, bimu; print(os.environ.get("NUMBA_CPU_FEATURES", ""))')
+    [ -n "$features" ] && export NUMBA_CPU_FEATURES="$features"
     worktree "$PM_OUT/code" "$PMNIST_CODE"
     worktree "$QUEUE_ROOT/wt-alrun" "$(git -C "$REPO" rev-parse HEAD)"
     start_queue "$PM_OUT" "$PM_OUT/code" pmnist "$PM_OUT/queue.log" -10
