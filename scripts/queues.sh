@@ -70,7 +70,7 @@ start)
     start_queue "$PM_OUT" "$PM_OUT/code" pmnist "$PM_OUT/queue.log" -10
     start_queue "$AL_OUT" "$QUEUE_ROOT/wt-alrun" active "$AL_OUT/active.log"
     sleep 5
-    "$0" status
+    bash "$0" status
     ;;
 pause) signal STOP ;;
 resume) signal CONT ;;
