@@ -138,19 +138,11 @@ def cpu_info() -> dict[str, Any]:
     """The processor's model name and those of its vector extensions that library kernels (BLAS, oneDNN)
     choose their code by (Linux: ``/proc/cpuinfo``; elsewhere ``platform.processor()`` and no flags): float
     results, and an active stream's decisions with them, can differ in the last bits between processor types."""
-    model, flags = platform.processor() or None, []
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() == "model name":
-                model = value.strip()
-            elif key.strip() == "flags":
-                flags = sorted(f for f in value.split() if f in ("avx", "avx2", "fma", "avx512f", "avx512_fp16",
-                                                                  "amx_tile", "sse4_2"))
-                break
-    except OSError:
-        pass
-    return {"model": model, "isa": flags}
+    from bimu.vectors import processor
+
+    model, flags = processor()
+    isa = {"avx", "avx2", "fma", "avx512f", "avx512_fp16", "amx_tile", "sse4_2"}
+    return {"model": model or platform.processor() or None, "isa": sorted(flags & isa)}
 
 
 def environment_info(seed: int, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:

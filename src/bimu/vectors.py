@@ -39,13 +39,27 @@ NUMBA_OVERRIDES = ("NUMBA_CPU_FEATURES", "NUMBA_CPU_NAME", "NUMBA_ENABLE_AVX")
 """numba's own settings of the compile target: when the user set one, bimu leaves the target alone."""
 
 
-def _has_avx512() -> bool:
-    """Whether the processor reports AVX-512 Foundation (``/proc/cpuinfo``; False where it cannot be read)."""
+def processor() -> tuple[str | None, frozenset[str]]:
+    """The first processor's model name and feature flags as Linux reports them (``/proc/cpuinfo``);
+    ``(None, frozenset())`` where it cannot be read."""
+    model, flags = None, frozenset()
     try:
         with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
-            return any(line.startswith("flags") and " avx512f" in line for line in f)
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name":
+                    model = value.strip()
+                elif key.strip() == "flags":
+                    flags = frozenset(value.split())
+                    break
     except OSError:
-        return False
+        pass
+    return model, flags
+
+
+def _has_avx512() -> bool:
+    """Whether the processor reports AVX-512 Foundation (False where :func:`processor` cannot tell)."""
+    return "avx512f" in processor()[1]
 
 
 def _numba_compiled() -> bool:

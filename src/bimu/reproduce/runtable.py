@@ -175,7 +175,7 @@ def compute_note(rows: Sequence[Row], summaries: dict[str, list[dict]]) -> list[
     """
     parts = []
     for row in rows:
-        timed = [(s.get("seed"), (s.get("train_seconds") or 0.0) + (s.get("eval_seconds") or 0.0))
+        timed = [(s.get("seed"), s["train_seconds"] + (s.get("eval_seconds") or 0.0))
                  for s in summaries.get(row.slug, []) if isinstance(s.get("train_seconds"), (int, float))]
         if timed:
             hours = [t / 3600 for _, t in timed]
