@@ -91,13 +91,9 @@ def test_query_samples_fresh_per_key_and_exact_bernoulli():
 
 
 def test_active_speed_benchmark_smoke(capsys):
-    import importlib.util
-    from pathlib import Path
+    from repo_scripts import load
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "active_speed.py"
-    spec = importlib.util.spec_from_file_location("active_speed", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load("benchmarks/active_speed.py")
     assert mod.main(["--examples", "30", "--features", "40", "--classes", "4", "--k", "4", "--repeats", "1"]) == 0
     out = capsys.readouterr().out
     assert "ratio new / per-example" in out and "per-example" in out

@@ -1,21 +1,19 @@
 """scripts/compute_queue.py: the full-scale queues name each run once and print what they would run."""
 
 import fcntl
-import importlib.util
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+from repo_scripts import load
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "compute_queue.py"
 
 
 def _queue_module():
-    spec = importlib.util.spec_from_file_location("compute_queue", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load("scripts/compute_queue.py")
 
 
 def _runs(q, items) -> dict[tuple[str, str | None], int]:

@@ -72,14 +72,11 @@ def test_dot_order_benchmark_runs_and_reports_its_ratio(capsys):
     """benchmarks/dot_order_speed.py prices dot8's fixed order against a reassociated loop and against the
     same order as scalar sums: the baselines compute the same dot product (the scalar form to the bit),
     and it prints the times, the ratios and the packed / scalar instruction counts."""
-    import importlib.util
     import re
-    from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "dot_order_speed.py"
-    spec = importlib.util.spec_from_file_location("dot_order_speed", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    from repo_scripts import load
+
+    bench = load("benchmarks/dot_order_speed.py")
     rng = np.random.default_rng(0)
     w = rng.standard_normal(800).astype(np.float32)
     x = rng.standard_normal(784).astype(np.float32)

@@ -383,13 +383,9 @@ def test_public_objects_have_docstrings():
 def test_noise_speed_benchmark_baseline_matches_the_engine_bit_for_bit(capsys):
     """benchmarks/noise_speed.py times the engine's normals against the 64-bit-index form; it refuses to
     run (SystemExit) if the two stop agreeing, so this also pins the engine's noise."""
-    import importlib.util
-    from pathlib import Path
+    from repo_scripts import load
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "noise_speed.py"
-    spec = importlib.util.spec_from_file_location("noise_speed", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load("benchmarks/noise_speed.py")
     assert bench.main(["--draws", "1", "--repeats", "1"]) == 0
     out = capsys.readouterr().out
     assert "64-bit index (before)" in out and "32-bit lanes (engine)" in out

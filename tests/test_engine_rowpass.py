@@ -81,15 +81,11 @@ def test_row_pass_rejects_unsupported_sample_counts(K):
 def test_step_anatomy_variants_rewrite_every_sample_of_the_generated_kernel():
     """benchmarks/step_anatomy.py times counterfactual kernels made by rewriting the generated source:
     each rewrite must still hit all K samples (a template change must not silently time the real one)."""
-    import importlib.util
-    from pathlib import Path
+    from repo_scripts import load
 
     from bimu.engine.rowpass import _sample_row_source
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "step_anatomy.py"
-    spec = importlib.util.spec_from_file_location("step_anatomy", path)
-    anatomy = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(anatomy)
+    anatomy = load("benchmarks/step_anatomy.py")
     K = 5
     src = _sample_row_source(K)
     assert src.count("_h32(") == K and src.count(anatomy._DIVIDE) == K

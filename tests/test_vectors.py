@@ -35,14 +35,9 @@ def test_sets_the_host_features_without_the_256_bit_preference():
 
 
 def _benchmark():
-    import importlib.util
-    from pathlib import Path
+    from repo_scripts import load
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "vector_width.py"
-    spec = importlib.util.spec_from_file_location("vector_width", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load("benchmarks/vector_width.py")
 
 
 def test_training_gives_the_same_bits_with_either_vector_width():
