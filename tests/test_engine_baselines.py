@@ -186,6 +186,34 @@ def test_linear_head_matches_torch(name):
     assert _rel(m.parameters_np(), _torch_params(t)) < 1e-5
 
 
+
+@pytest.mark.parametrize("name", ["sgd", "ewc-online", "si"])
+@pytest.mark.parametrize("batch", [1, 3])
+def test_networks_without_biases_match_torch(name, batch):
+    """bias=false: no bias in either path, the weights drawn as the biased network's, the fused engine's
+    bias slots held at 0 through the steps and the task-end folds."""
+    X, Y = _data(36)
+    hp = dict(SMALL_HP[name], bias=False)
+    m, t = _run_both(name, SIZES, hp, X, Y, batch=batch, boundary=5)
+    L = len(SIZES) - 1
+    assert len(_torch_params(t)) == len(m.parameters_np()) == L
+    assert all(layer.bias is None for layer in t.model.layers)
+    assert _rel(m.parameters_np(), _torch_params(t)) < 1e-5
+    assert not m.theta[int(m.woff[-1]):].any()
+    for trace in m._traces:
+        assert not getattr(m, trace)[int(m.woff[-1]):].any()
+    assert m.memory_bytes() == t.memory_bytes()
+    biased = create_method(name, SIZES, 1, **SMALL_HP[name])
+    plain = create_method(name, SIZES, 1, **hp)
+    for layer, layer_b in zip(plain.model.layers, biased.model.layers):
+        assert torch.equal(layer.weight, layer_b.weight)  # the generator also drew the dropped biases
+    m.task_end()
+    resumed = create_fused(name, SIZES, 1, hp)
+    resumed.load_modules_state(m.modules_state())
+    resumed.learn_many(X[:6], Y[:6])
+    m.learn_many(X[:6], Y[:6])
+    assert np.array_equal(resumed.theta, m.theta) and not m.theta[int(m.woff[-1]):].any()
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_mesu_float64_matches_torch_float64(dtype):
     X, Y = _data(20)

@@ -44,12 +44,15 @@ class FusedSGD(FusedMethod):
     def _build(self, generator: torch.Generator) -> None:
         net = RealMLP(self.sizes)
         net.reset_parameters(generator)
+        self._bias = bool(self.hparams["bias"])
         self._sizes = np.asarray(self.sizes, dtype=np.int64)
         self.woff, self.boff = offsets(self.sizes)
         self._shapes = [tuple(layer.weight.shape) for layer in net.layers] + [tuple(layer.bias.shape)
                                                                                for layer in net.layers]
+        # without biases the bias slots hold 0 and the kernel leaves them there
+        biases = [layer.bias.detach().numpy() * self._bias for layer in net.layers]
         self.theta = np.concatenate([layer.weight.detach().numpy().reshape(-1) for layer in net.layers]
-                                    + [layer.bias.detach().numpy() for layer in net.layers]).astype(self.dtype)
+                                    + biases).astype(self.dtype)
         empty = np.zeros(0, dtype=self.dtype)
         self.pen = self.anchor = self.acc = self.path = empty
         for name in self._traces:
@@ -58,7 +61,8 @@ class FusedSGD(FusedMethod):
             self.anchor = self.theta.copy()
         self._units = np.zeros(int(self.boff[-1]), dtype=self.dtype)
         self._ones = np.ones(int(self.boff[-1]), dtype=self.dtype)
-        self._hp = pack(RealHP, {RealHP.LR: self.hparams["lr"], RealHP.COEF: self._coefficient()}, self.dtype)
+        self._hp = pack(RealHP, {RealHP.LR: self.hparams["lr"], RealHP.COEF: self._coefficient(),
+                                 RealHP.BIAS: float(self._bias)}, self.dtype)
         self._scratch_batch = 0
         self.tasks_seen = 0
 
@@ -89,10 +93,10 @@ class FusedSGD(FusedMethod):
     # ----------------------------------------------------------------- views and state
     def parameters_np(self) -> list[np.ndarray]:
         """Views of the parameters in the torch method's ``model.parameters()`` order (weight, bias of
-        each layer); writing into them changes the model."""
+        each layer; weights only without biases); writing into them changes the model."""
         L = len(self.sizes) - 1
         v = views(self.theta, self._shapes)
-        return layer_pairs(v[:L], v[L:])
+        return layer_pairs(v[:L], v[L:]) if self._bias else v[:L]
 
     def modules_state(self) -> dict[str, Any]:
         """Copies of the parameters and of the method's traces, the counters, the dtype."""
@@ -111,8 +115,10 @@ class FusedSGD(FusedMethod):
         self._load_counters(state)
 
     def memory_bytes(self) -> int:
-        """Parameters and the method's parameter-sized traces (as the torch method counts them)."""
-        return int(self.theta.nbytes * (1 + len(self._traces)))
+        """Parameters and the method's parameter-sized traces (as the torch method counts them: no bias
+        slots without biases)."""
+        trained = self.theta.size if self._bias else int(self.woff[-1])
+        return int(trained * self.theta.itemsize * (1 + len(self._traces)))
 
 
 class FusedOnlineEWC(FusedSGD):

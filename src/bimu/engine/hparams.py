@@ -9,7 +9,7 @@ numba reads an ``IntEnum`` member as a compile-time constant) and the fused meth
 two methods (BiMU's ``TWO_BETA_L`` is BayesBiNN's ``RATIO_EPS``).
 
 >>> pack(RealHP, {RealHP.LR: 0.5, RealHP.COEF: 2.0}, "float32")
-array([0.5, 2. ], dtype=float32)
+array([0.5, 2. , 0. ], dtype=float32)
 """
 
 from __future__ import annotations
@@ -118,6 +118,8 @@ class RealHP(IntEnum):
     LR = 0
     COEF = 1
     """Online EWC: ``importance``; SI: ``2 c``; SGD: 0."""
+    BIAS = 2
+    """!= 0: the biases are trained; 0: they stay at 0 (a network without biases)."""
 
 
 def pack(table: type[IntEnum], values: Mapping[IntEnum, float], dtype) -> np.ndarray:

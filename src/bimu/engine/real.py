@@ -1,7 +1,8 @@
 """Compiled online loop of the real-valued ReLU MLP: SGD, Online EWC and Synaptic Intelligence (numba).
 
 The network of :class:`bimu.nn.real_mlp.RealMLP` (biased linear layers, ReLU between them, raw
-logits), cross-entropy averaged over the batch, and the update of :class:`bimu.methods.sgd.SGDMethod`
+logits; with ``hp[RealHP.BIAS] == 0`` the biases stay at 0 and are never updated: the network without
+biases), cross-entropy averaged over the batch, and the update of :class:`bimu.methods.sgd.SGDMethod`
 and its two penalised variants::
 
     theta <- theta + delta,  delta = -lr * (g + r)
@@ -70,6 +71,7 @@ def real_train(X, Y, n_steps, B, theta, pen, anchor, acc, path, sizes, woff, bof
     C = sizes[L]
     nlr = -hp[RealHP.LR]
     coef = hp[RealHP.COEF]
+    train_bias = hp[RealHP.BIAS] != 0
     one = theta[0]
     inv_b = as_like(1.0, one) / as_like(B, one)
     for s in range(n_steps):
@@ -127,6 +129,8 @@ def real_train(X, Y, n_steps, B, theta, pen, anchor, acc, path, sizes, woff, bof
                             acc[w0 + i] += sq[i]
                 _update_row(theta[w0:w0 + n_in], g, pen[w0:w0 + n_in], anchor[w0:w0 + n_in], acc[w0:w0 + n_in],
                             path[w0:w0 + n_in], n_in, kind, B == 1, nlr, coef)
+            if not train_bias:
+                continue
             # biases of the layer: g = mean_b D[b, o]
             g = grow[:n_out]
             for o in range(n_out):

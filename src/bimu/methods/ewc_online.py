@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from bimu.methods.base import Hyperparameter, hyperparameter_table, non_negative
-from bimu.methods.sgd import PenalisedSGDMethod, learning_rate, real_mlp_info
+from bimu.methods.sgd import PenalisedSGDMethod, bias_switch, learning_rate, real_mlp_info
 from bimu.regularizers.ewc import OnlineEWC
 
 
@@ -35,6 +35,7 @@ class OnlineEWCMethod(PenalisedSGDMethod):
         non_negative("importance", float, 4.1, "EWC lambda: scale of the penalty importance/2 sum F d^2"),
         Hyperparameter("downweighting", float, 0.7, "gamma: F <- gamma F + F_task at each task end",
                        check=lambda v: 0.0 <= v <= 1.0, requirement="in [0, 1]"),
+        bias_switch(),
     )
     presets = {
         "pmnist-100": dict(lr=0.003, importance=4.1, downweighting=0.7),

@@ -51,11 +51,19 @@ def learning_rate(default: float) -> Hyperparameter:
     return positive("lr", float, default, "SGD learning rate")
 
 
+def bias_switch() -> Hyperparameter:
+    """``bias``: whether the layers have biases (true); false runs the network without them, as the
+    paper's code ran the real-valued baselines (the weights are those of the biased network of the
+    same seed, :class:`~bimu.nn.real_mlp.RealMLP`)."""
+    return Hyperparameter("bias", bool, True, "layers with biases; false: none, as the paper's code "
+                          "(reference-run compatibility)")
+
+
 class SGDMethod(OnlineMethod):
     """Stochastic gradient descent on a ReLU MLP (no continual-learning mechanism)."""
 
     info = real_mlp_info("sgd", needs_task_boundaries=False)
-    hyperparameters = hyperparameter_table(learning_rate(9e-4))
+    hyperparameters = hyperparameter_table(learning_rate(9e-4), bias_switch())
     presets = {
         # Appendix tables "Hyperparameter configurations" (PMNIST 100 / 2000 neurons, OpenLORIS).
         "pmnist-100": dict(lr=9e-4),
@@ -68,7 +76,7 @@ class SGDMethod(OnlineMethod):
     }
 
     def _build(self, generator: torch.Generator) -> None:
-        self.model = RealMLP(self.sizes)
+        self.model = RealMLP(self.sizes, bias=self.hparams["bias"])
         self.model.reset_parameters(generator)
         self._build_regularizer()
 
@@ -78,7 +86,7 @@ class SGDMethod(OnlineMethod):
 
     @property
     def params(self) -> list[torch.nn.Parameter]:
-        """The trained parameters (weights and biases, layer by layer)."""
+        """The trained parameters (weight and bias of each layer in turn; weights only without biases)."""
         return list(self.model.parameters())
 
     def _observe(self, x: torch.Tensor, y: torch.Tensor, data_grads: Sequence[torch.Tensor]) -> None:

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import torch
 
 from bimu.methods.base import Hyperparameter, hyperparameter_table, non_negative, positive
-from bimu.methods.sgd import PenalisedSGDMethod, learning_rate, real_mlp_info
+from bimu.methods.sgd import PenalisedSGDMethod, bias_switch, learning_rate, real_mlp_info
 from bimu.regularizers.si import SynapticIntelligence
 
 
@@ -35,6 +35,7 @@ class SynapticIntelligenceMethod(PenalisedSGDMethod):
         positive("damping", float, 1.0, "xi: damping of Omega += omega / (Delta^2 + xi)"),
         Hyperparameter("omega_relu", bool, False,
                        "clip each task's importance increment at 0 (reference-run compatibility)"),
+        bias_switch(),
     )
     presets = {
         "pmnist-100": dict(lr=0.003, coefficient=1e-4, damping=1.0),

@@ -1,8 +1,10 @@
 """The real-valued ReLU MLP of the Online EWC, SI and SGD baselines.
 
 ``RealMLP([784, 100, 10])`` is ``Linear(784, 100) -> ReLU -> Linear(100, 10)`` (``torch.nn.Linear``
-with bias). Weights and biases are drawn ``U(-1/sqrt(fan_in), +1/sqrt(fan_in))`` - the bound of
-PyTorch's default ``Linear`` initialisation - from an explicit generator so that a seed fixes them.
+with bias; ``bias=False``: without). Weights and biases are drawn ``U(-1/sqrt(fan_in), +1/sqrt(fan_in))``
+- the bound of PyTorch's default ``Linear`` initialisation - from an explicit generator so that a seed
+fixes them. Without biases the generator still draws them (and drops them), so the weights equal those
+of the biased network of the same seed.
 
 >>> import torch
 >>> net = RealMLP([4, 3, 2])
@@ -11,6 +13,10 @@ PyTorch's default ``Linear`` initialisation - from an explicit generator so that
 torch.Size([5, 2])
 >>> sum(p.numel() for p in net.parameters())    # (4*3 + 3) + (3*2 + 2)
 23
+>>> plain = RealMLP([4, 3, 2], bias=False)
+>>> plain.reset_parameters(torch.Generator().manual_seed(0))
+>>> sum(p.numel() for p in plain.parameters()), torch.equal(plain.layers[1].weight, net.layers[1].weight)
+(18, True)
 """
 
 from __future__ import annotations
@@ -75,20 +81,23 @@ class RealMLP(nn.Module):
 
     Args:
         sizes: widths ``[in, hidden..., out]``.
+        bias: whether the layers have biases.
     """
 
-    def __init__(self, sizes: Sequence[int]):
+    def __init__(self, sizes: Sequence[int], bias: bool = True):
         super().__init__()
         self.sizes = check_sizes(sizes)
-        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(self.sizes[:-1], self.sizes[1:]))
+        self.layers = nn.ModuleList(nn.Linear(a, b, bias=bias) for a, b in zip(self.sizes[:-1], self.sizes[1:]))
 
     def reset_parameters(self, generator: torch.Generator | None = None) -> None:
-        """Draw every weight and bias ``U(-1/sqrt(fan_in), 1/sqrt(fan_in))`` from ``generator``."""
+        """Draw every weight and bias ``U(-1/sqrt(fan_in), 1/sqrt(fan_in))`` from ``generator`` (without
+        biases, each layer's biases are drawn all the same and dropped)."""
         with torch.no_grad():
             for layer in self.layers:
                 bound = 1.0 / math.sqrt(layer.in_features)
                 fill_uniform_(layer.weight, bound, generator)
-                fill_uniform_(layer.bias, bound, generator)
+                bias = layer.bias if layer.bias is not None else layer.weight.new_empty(layer.out_features)
+                fill_uniform_(bias, bound, generator)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Logits ``[batch, classes]`` for ``x`` of shape ``[batch, in]``."""
