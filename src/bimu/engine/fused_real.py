@@ -50,7 +50,7 @@ class FusedSGD(FusedMethod):
         self._shapes = [tuple(layer.weight.shape) for layer in net.layers] + [tuple(layer.bias.shape)
                                                                                for layer in net.layers]
         # without biases the bias slots hold 0 and the kernel leaves them there
-        biases = [layer.bias.detach().numpy() * self._bias for layer in net.layers]
+        biases = [layer.bias.detach().numpy() if self._bias else np.zeros(layer.out_features) for layer in net.layers]
         self.theta = np.concatenate([layer.weight.detach().numpy().reshape(-1) for layer in net.layers]
                                     + biases).astype(self.dtype)
         empty = np.zeros(0, dtype=self.dtype)
