@@ -86,8 +86,10 @@ keep) keep ;;
 checkpoint)
     keep > /dev/null
     cd "$REPO"
+    # runs whose checkpoint is on disk now: a run that has finished since its last checkpoint commit
+    # (checkpoint deleted, summary written) waits for publish, which rebuilds the page from it
     mapfile -t dirs < <(git ls-files -o -i -c --exclude-standard -- "results/reproduce-full/runs/**/checkpoint.pt" \
-        | xargs -r -n1 dirname | sort -u)
+        | sort -u | while read -r f; do [ -f "$f" ] && dirname "$f"; done)
     [ "${#dirs[@]}" -eq 0 ] && { echo "no unfinished run"; exit 0; }
     git add -f -- "${dirs[@]}"
     for i in 1 2 3 4 5 6; do  # the developer's own git command may hold the index for a moment
