@@ -1,22 +1,32 @@
-"""Copy run directories from a computing folder into the tracked ``results/reproduce-full/runs``.
+"""Copy run directories from a computing folder into the tracked ``results/reproduce-full/runs``, or back.
 
     python scripts/keep_runs.py SRC DST [--partial]
 
-SRC and DST are ``bimu reproduce --out`` folders (their runs lie under ``SRC/runs``). A finished run
-(``summary.json`` says complete; an active-learning run: its ``result.json`` is written) is copied
-without its checkpoint and lock; with ``--partial`` an
-unfinished run is copied *with* its ``checkpoint.pt``, which git ignores, so that it can be
-force-added at the end of a sitting (``git add -f``) and resumed by the next one
-(see ``results/reproduce-full/runs/README.md``). An unfinished run is not copied over a finished one, nor
-over a checkpoint at least as new (a second computing folder seeded from DST holds an older copy of
-a run the first one goes on training).
+SRC and DST are ``bimu reproduce --out`` folders (their runs lie under ``SRC/runs``). A run directory is
+copied whole: the copy is built beside the target and swapped in, so that a target never mixes files of
+two runs. A finished run (``summary.json`` says complete; an active-learning run: its ``result.json`` is
+written) is copied without its checkpoint and lock; with ``--partial`` an unfinished run is copied *with*
+its ``checkpoint.pt``, which git ignores, so that it can be force-added at the end of a sitting
+(``git add -f``) and resumed by the next one (see ``results/reproduce-full/runs/README.md``).
+
+What is never replaced:
+
+- a finished run by an unfinished one;
+- an unfinished run by one with no more progress (fewer or as many lines of ``metrics.jsonl``, then an
+  older or equal checkpoint): a second computing folder seeded from DST holds an older copy of a run the
+  first one goes on training;
+- a finished run by a *different* finished run: reported as ``conflict`` and left for a person to decide.
+
+The same script seeds a computing folder from the repository (``keep_runs.py results/reproduce-full OUT
+--partial``): finished runs are reused, a kept checkpoint resumes, and a run trained further in OUT stays.
 """
 
+import filecmp
 import shutil
 import sys
 from pathlib import Path
 
-from bimu.rundir import CHECKPOINT, RESULT, SUMMARY, RunDir, find_run_dirs
+from bimu.rundir import CHECKPOINT, METRICS, RESULT, SUMMARY, RunDir, find_run_dirs
 
 
 def _finished(rd: RunDir) -> bool:
@@ -25,31 +35,60 @@ def _finished(rd: RunDir) -> bool:
     return bool((rd.exists(SUMMARY) and rd.read_json(SUMMARY).get("complete")) or rd.exists(RESULT))
 
 
-def _newer_or_finished(target: RunDir, checkpoint: Path) -> bool:
-    """Whether ``target`` holds a finished run or a checkpoint no older than ``checkpoint``."""
-    if _finished(target):
-        return True
-    mine = target.path / CHECKPOINT
-    return mine.exists() and mine.stat().st_mtime >= checkpoint.stat().st_mtime
+def _files(d: Path, done: bool) -> list[Path]:
+    """The files of run directory ``d`` that a copy carries: no dot files (the lock, atomic writes in
+    flight), no checkpoint once the run is finished."""
+    return sorted(f for f in d.iterdir()
+                  if f.is_file() and not f.name.startswith(".") and not (done and f.name == CHECKPOINT))
+
+
+def _progress(d: Path) -> tuple[int, float]:
+    """How far the unfinished run in ``d`` has come: lines of its metrics, then its checkpoint's time."""
+    metrics, ckpt = d / METRICS, d / CHECKPOINT
+    lines = sum(1 for _ in metrics.open("rb")) if metrics.exists() else 0
+    return lines, ckpt.stat().st_mtime if ckpt.exists() else 0.0
+
+
+def _same(src: Path, target: Path) -> bool:
+    """Whether ``target`` holds exactly the finished run of ``src`` (same files, same bytes)."""
+    mine = _files(src, True)
+    return ([f.name for f in _files(target, True)] == [f.name for f in mine]
+            and all(filecmp.cmp(f, target / f.name, shallow=True) for f in mine))
+
+
+def _replace(src: Path, target: Path, done: bool) -> None:
+    """Make ``target`` a copy of run directory ``src``: built beside it, then swapped in."""
+    tmp, old = target.with_name(f".{target.name}.new"), target.with_name(f".{target.name}.old")
+    for p in (tmp, old):
+        shutil.rmtree(p, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for f in _files(src, done):
+        shutil.copy2(f, tmp / f.name)
+    if target.exists():
+        target.rename(old)
+    tmp.rename(target)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def keep(src: Path, dst: Path, partial: bool) -> list[str]:
-    """Copy the runs of ``src`` into ``dst``; return one line per copied run."""
+    """Copy the runs of ``src`` into ``dst``; return one line per run copied or in conflict."""
     lines = []
     for d in find_run_dirs([src / "runs"]):
+        if any(part.startswith(".") for part in d.relative_to(src).parts):
+            continue  # a copy left half-built by an interrupted keep
         rd = RunDir(d)
         done = _finished(rd)
         if not done and not (partial and rd.exists(CHECKPOINT)):
             continue
         target = dst / d.relative_to(src)
-        if not done and _newer_or_finished(RunDir(target), d / CHECKPOINT):
+        there = target.exists() and _finished(RunDir(target))
+        if done and there:
+            if not _same(d, target):
+                lines.append(f"conflict {target}: a different finished run is there, not replaced")
             continue
-        target.mkdir(parents=True, exist_ok=True)
-        for f in d.iterdir():  # dot files: the lock and atomic writes in flight
-            if f.is_file() and not f.name.startswith(".") and not (done and f.name == CHECKPOINT):
-                shutil.copy2(f, target / f.name)
-        if done:
-            (target / CHECKPOINT).unlink(missing_ok=True)
+        if not done and (there or (target.exists() and _progress(target) >= _progress(d))):
+            continue
+        _replace(d, target, done)
         lines.append(("finished " if done else "partial  ") + str(target))
     return lines
 

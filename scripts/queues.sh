@@ -45,14 +45,16 @@ worktree() {  # worktree DIR COMMIT: a detached worktree of this repository at C
 
 start_queue() {  # start_queue OUT CODE QUEUE LOG [nice]
     mkdir -p "$1"
-    cp -rn "$KEPT/runs" "$1/"  # finished runs are reused, a kept checkpoint resumes; nothing is overwritten
+    # finished runs are reused, a kept checkpoint resumes, a run trained further in OUT stays (whole run
+    # directories: a stale copy is never merged file by file with a finished one)
+    PYTHONPATH="$REPO/src" python "$REPO/scripts/keep_runs.py" "$KEPT" "$1" --partial > /dev/null
     (cd "$1" && PYTHONPATH="$2/src" nohup nice -n "${5:-0}" python "$REPO/scripts/compute_queue.py" "$1" \
         --queue "$3" >> "$4" 2>&1 &)
 }
 
 keep() {
     for out in "$PM_OUT" "$AL_OUT"; do
-        [ -d "$out/runs" ] && python "$REPO/scripts/keep_runs.py" "$out" "$KEPT" --partial
+        [ -d "$out/runs" ] && PYTHONPATH="$REPO/src" python "$REPO/scripts/keep_runs.py" "$out" "$KEPT" --partial
     done
     git -C "$REPO" ls-files -o --ignored --exclude-standard -- "results/reproduce-full/runs/**/checkpoint.pt" \
         | sed 's/^/unfinished, add with git add -f: /'

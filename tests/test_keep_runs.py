@@ -63,3 +63,49 @@ def test_partial_never_replaces_a_newer_checkpoint_or_a_finished_run(tmp_path):
     assert keep_runs.keep(stale, dst, partial=True) == []
     kept = dst / "runs/full/pmnist-1000/sgd/seed-0"
     assert sorted(p.name for p in kept.iterdir()) == ["config.json", "summary.json"]
+
+
+def test_a_run_directory_is_copied_whole_and_a_stale_copy_never_mixes_with_a_finished_run(tmp_path):
+    """Seeding a computing folder from the repository (and keeping back from it): the repository's
+    finished run replaces a stale unfinished copy whole (its checkpoint and old metrics go), and keeping
+    the folder back afterwards changes nothing."""
+    kept, out = tmp_path / "kept", tmp_path / "out"
+    rel = "full/pmnist-1000/bimu/seed-0"
+    done = _run(kept, rel, {"config.json": "{}", "summary.json": '{"complete": true}',
+                            "metrics.jsonl": "{}\n" * 1000, "accuracy_matrix.csv": "1000 rows"})
+    _run(out, rel, {"config.json": "{}", "metrics.jsonl": "{}\n" * 503, "accuracy_matrix.csv": "503 rows",
+                    "checkpoint.pt": "task 503", "notes.txt": "left by hand"})
+    assert [line.split()[0] for line in keep_runs.keep(kept, out, partial=True)] == ["finished"]
+    seeded = out / "runs" / rel
+    assert sorted(p.name for p in seeded.iterdir()) == sorted(p.name for p in done.iterdir())
+    assert (seeded / "metrics.jsonl").read_text().count("\n") == 1000
+    assert (seeded / "accuracy_matrix.csv").read_text() == "1000 rows"
+    assert keep_runs.keep(out, kept, partial=True) == []  # the same run: nothing to copy
+    assert not list((out / "runs" / "full/pmnist-1000/bimu").glob(".*"))  # no temporary directory left
+
+
+def test_a_different_finished_run_is_reported_as_a_conflict_and_not_replaced(tmp_path):
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    rel = "full/pmnist-1000/sgd/seed-0"
+    _run(src, rel, {"config.json": "{}", "summary.json": '{"complete": true}', "metrics.jsonl": "{}\n" * 503})
+    _run(dst, rel, {"config.json": "{}", "summary.json": '{"complete": true}', "metrics.jsonl": "{}\n" * 1000})
+    (line,) = keep_runs.keep(src, dst, partial=True)
+    assert line.startswith("conflict ") and line.endswith("a different finished run is there, not replaced")
+    assert (dst / "runs" / rel / "metrics.jsonl").read_text().count("\n") == 1000
+
+
+def test_an_unfinished_run_with_more_tasks_is_never_replaced_by_a_newer_file_with_fewer(tmp_path):
+    """Progress is counted in tasks (lines of metrics.jsonl) before the checkpoint's time: a checkout of
+    an older checkpoint has a fresh file time but fewer tasks behind it."""
+    import os
+
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    rel = "full/pmnist-1000/bimu/seed-1"
+    older = _run(src, rel, {"config.json": "{}", "metrics.jsonl": "{}\n" * 197, "checkpoint.pt": "task 197"})
+    ahead = _run(dst, rel, {"config.json": "{}", "metrics.jsonl": "{}\n" * 240, "checkpoint.pt": "task 240"})
+    os.utime(ahead / "checkpoint.pt", (1_000, 1_000))
+    os.utime(older / "checkpoint.pt", (2_000, 2_000))
+    assert keep_runs.keep(src, dst, partial=True) == []
+    assert (dst / "runs" / rel / "checkpoint.pt").read_text() == "task 240"
+    assert [line.split()[0] for line in keep_runs.keep(dst, src, partial=True)] == ["partial"]
+    assert (src / "runs" / rel / "checkpoint.pt").read_text() == "task 240"
