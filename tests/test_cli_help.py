@@ -78,3 +78,29 @@ def test_every_command_prints_its_help(capsys):
         else:
             failed.append((command, "no exit"))
     assert failed == []
+
+
+def test_the_command_line_starts_without_torch_and_the_lazy_packages_still_export_their_names():
+    """Building the whole parser (what ``bimu --help`` and every ``bimu X --help`` do) imports neither
+    torch nor the compiled engine; the package names that need them load on first use."""
+    import subprocess
+    import sys
+
+    code = ("import sys, bimu.cli; bimu.cli.build_parser(); "
+            "print(sorted(m for m in ('torch', 'bimu.engine', 'bimu.methods', 'optuna') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+    import bimu.active
+    import bimu.edge
+    import bimu.tune
+    from bimu.active import ActiveLearner
+    from bimu.active.learner import ActiveLearner as defined
+
+    assert ActiveLearner is defined and "ActiveLearner" in vars(bimu.active)
+    assert {"pack", "export_run"} <= set(dir(bimu.edge)) and callable(bimu.tune.run_tune)
+    try:
+        bimu.edge.nothing_here
+    except AttributeError as e:
+        assert str(e) == "module 'bimu.edge' has no attribute 'nothing_here'"
+    else:
+        raise AssertionError("no AttributeError")

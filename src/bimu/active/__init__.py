@@ -6,11 +6,10 @@ the streaming :class:`ActiveLearner` and its accounting, and the threshold sweep
 ('vr@0.1', False, True)
 """
 
-from bimu.active.accounting import Accounting
-from bimu.active.budget import BudgetController
-from bimu.active.learner import Acquisition, ActiveLearner, make_acquisition
-from bimu.active.scores import SCORES, canonical_score, dissent_count, score_values
-from bimu.active.threshold import ThresholdRule, vote_threshold
+from bimu.lazy import lazy_exports
+
+_SUBMODULES = ("bimu.active.accounting", "bimu.active.budget", "bimu.active.learner", "bimu.active.scores",
+               "bimu.active.threshold")
 
 __all__ = [
     "Accounting",
@@ -25,3 +24,6 @@ __all__ = [
     "score_values",
     "vote_threshold",
 ]
+
+
+__getattr__, __dir__ = lazy_exports(__name__, _SUBMODULES, __all__)

@@ -15,12 +15,13 @@ import json
 import sys
 from pathlib import Path
 
-from bimu.active.learner import make_acquisition
 
 
 def acquisition_from_args(args, seed: int = 0):
     """The :class:`~bimu.active.learner.Acquisition` described by parsed ``bimu run`` / ``run-active``
     options (None if ``--active`` is not given; options left out take their RunConfig defaults)."""
+    from bimu.active.learner import make_acquisition
+
     active = getattr(args, "active", None)
     if active is None:
         return None

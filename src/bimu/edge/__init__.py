@@ -7,9 +7,9 @@
 - :mod:`bimu.edge.cli` - the ``export`` and ``compute-cost`` subcommands.
 """
 
-from bimu.edge.cost import compute_cost_table, expected_cost_al, expected_cost_full
-from bimu.edge.export import export_model, export_run, load_npz, load_run
-from bimu.edge.packed import PackedNetwork, PackedPrediction, lambda_to_thresholds, pack
+from bimu.lazy import lazy_exports
+
+_SUBMODULES = ("bimu.edge.cost", "bimu.edge.export", "bimu.edge.packed")
 
 __all__ = [
     "PackedNetwork",
@@ -24,3 +24,6 @@ __all__ = [
     "load_run",
     "pack",
 ]
+
+
+__getattr__, __dir__ = lazy_exports(__name__, _SUBMODULES, __all__)

@@ -14,7 +14,7 @@ import argparse
 import json
 import sys
 
-from bimu.edge.export import FORMATS
+from bimu.edge.formats import FORMAT_FILES, FORMATS
 
 
 def add_parser(subparsers) -> None:
@@ -53,7 +53,7 @@ def add_parser(subparsers) -> None:
 def run_export(args) -> int:
     """``bimu export``: returns 0 on success, 2 with a message on bad input."""
     from bimu.atomic import check_new_file
-    from bimu.edge.export import FORMAT_FILES, export_run
+    from bimu.edge.export import export_run
 
     out = args.out or f"{args.run_dir.rstrip('/')}/edge-{args.format}"
     try:

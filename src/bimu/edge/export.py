@@ -26,14 +26,10 @@ import numpy as np
 import torch
 
 from bimu.atomic import atomic_path, atomic_write_text
+from bimu.edge.formats import FORMAT_FILES, FORMATS
 from bimu.edge.packed import PackedNetwork, pack
 from bimu.nn.mlp import LAYER_NORM_EPS, BinaryBayesianMLP
 from bimu.rundir import CHECKPOINT as CHECKPOINT_NAME, load_checkpoint_file
-
-FORMATS = ("npz", "c-header")
-FORMAT_FILES = {"npz": ("bimu_model.npz",), "c-header": ("bimu_model.h", "bimu_infer.c")}
-"""The files an export of each format writes into its output folder."""
-"""Export formats."""
 
 FORMAT_VERSION = 1
 RNG_NAME = "splitmix64-bitsliced-v1"

@@ -35,7 +35,6 @@ from typing import Any
 import numpy as np
 
 from bimu import paper
-from bimu.methods.divergence import DivergenceError
 from bimu.reproduce.spec import Options, Report, data_status, is_standin, rows_note, selected_rows
 from bimu.reproduce.table import Table
 
@@ -212,6 +211,7 @@ def run_one(setup: ALSetup, opts: Options, entry: str, row: ALRow, seed: int) ->
     """Run (or reuse) one (row, seed) into its run directory; ValueError if the directory holds a run
     of another configuration."""
     from bimu.experiments.sweep import run_stream
+    from bimu.methods.divergence import DivergenceError
     from bimu.rundir import ENVIRONMENT, RunDir, dumps, environment_info
 
     rd = RunDir(run_dir_of(opts, entry, row, seed))

@@ -17,14 +17,10 @@ Optuna is an optional dependency (``pip install 'bimu[tune]'``); it is imported 
 this package and the objective helpers work without it.
 """
 
-from bimu.tune.config import TuneConfig, default_study_name, tune_benchmark_options
-from bimu.tune.evaluators import (EVALUATORS, TuneSetupError, ValidationView, resolve_evaluator, runner_evaluate,
-                                  synthetic_evaluate)
-from bimu.tune.objective import (DEFAULT_WEIGHTS, REDUCTIONS, check_accuracy_matrix, check_weights, h_from_row,
-                                 h_per_task, objective_h)
-from bimu.tune.search import TuneResult, best_config, best_trial_info, run_tune, write_json
-from bimu.tune.storage import (INSTALL_HINT, JOURNAL_FILENAME, fail_dead_local_trials, journal_path, make_storage,
-                               postgres_driver_url, redact_url, storage_kind)
+from bimu.lazy import lazy_exports
+
+_SUBMODULES = ("bimu.tune.config", "bimu.tune.evaluators", "bimu.tune.objective", "bimu.tune.search",
+               "bimu.tune.storage")
 
 __all__ = ["DEFAULT_WEIGHTS", "EVALUATORS", "INSTALL_HINT", "JOURNAL_FILENAME", "REDUCTIONS", "TuneConfig",
            "TuneResult", "TuneSetupError", "ValidationView", "best_config", "best_trial_info",
@@ -32,3 +28,5 @@ __all__ = ["DEFAULT_WEIGHTS", "EVALUATORS", "INSTALL_HINT", "JOURNAL_FILENAME", 
            "h_per_task", "journal_path", "make_storage", "objective_h", "postgres_driver_url", "redact_url",
            "resolve_evaluator", "run_tune", "runner_evaluate", "storage_kind", "synthetic_evaluate",
            "tune_benchmark_options", "write_json"]
+
+__getattr__, __dir__ = lazy_exports(__name__, _SUBMODULES, __all__)

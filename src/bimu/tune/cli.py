@@ -24,7 +24,6 @@ from typing import Any
 from bimu.experiments.config import parse_benchmark_option
 from bimu.tune.config import TuneConfig
 from bimu.tune.objective import DEFAULT_WEIGHTS, REDUCTIONS
-from bimu.tune.search import run_tune, write_json
 from bimu.tune.spaces import check_search_space
 from bimu.tune.storage import INSTALL_HINT
 
@@ -109,6 +108,8 @@ def run_command(args: argparse.Namespace) -> int:
         print(f"bimu tune: error: {msg}", file=sys.stderr)
         return 2
 
+    from bimu.tune.search import run_tune, run_tune_on, write_json  # torch and the engine: not for --help
+
     try:
         if args.show_space:
             space = check_search_space(args.method, strict=not args.skip_unknown_hparams, preset=args.preset)
@@ -117,8 +118,6 @@ def run_command(args: argparse.Namespace) -> int:
         config = config_from_args(args)
         log = (lambda m: None) if args.quiet else (lambda m: print(f"bimu tune: {m}", file=sys.stderr, flush=True))
         if args.scheduler is not None:
-            from bimu.tune.search import run_tune_on
-
             result = run_tune_on(args.scheduler, config, args.workers, log=log)
         else:
             result = run_tune(config, log=log)
