@@ -20,8 +20,8 @@ import pytest
 SRC = Path(__file__).resolve().parent.parent / "src"
 
 LAYERS: list[tuple[str, ...]] = [
-    ("bimu._version", "bimu.atomic", "bimu.lazy", "bimu.process", "bimu.privatedir", "bimu.redact", "bimu.rng", "bimu.paper", "bimu.rundir",
-     "bimu.vectors"),
+    ("bimu._version", "bimu.atomic", "bimu.lazy", "bimu.process", "bimu.privatedir", "bimu.redact", "bimu.rng",
+     "bimu.paper", "bimu.rundir", "bimu.vectors"),
     ("bimu.nn", "bimu.optim", "bimu.uncertainty", "bimu.metrics"),
     ("bimu.regularizers",),
     ("bimu.methods",),
