@@ -53,9 +53,10 @@ def test_an_active_learning_run_is_complete_once_its_result_is_written(tmp_path)
     done, started = (RunDir(tmp_path / "animals-al" / "bimu-vr-0.3" / f"seed-{s}") for s in (0, 1))
     for rd in (done, started):
         rd.write_json("config.json", {"benchmark": "animals-ti", "method": "bimu", "strategy": "vr"})
-    done.write_json("result.json", {"accuracy": 0.468, "seed": 0})
+    done.write_json("result.json", {"accuracy": 0.468, "seed": 0, "per_task_accuracy": [0.5, 0.4, 0.5]})
     a, b = seed_status(done.path), seed_status(started.path)
     assert (a["state"], a["last_acc"], a["seconds_left"]) == ("complete", 0.468, 0.0)
+    assert (a["tasks_done"], a["tasks"]) == (3, 3)  # the tasks of its stream, from the result
     assert (b["state"], b["last_acc"]) == ("not started", None)
 
 

@@ -57,6 +57,9 @@ def seed_status(path: str | os.PathLike) -> dict[str, Any]:
     if summary and summary.get("n_tasks"):
         tasks = int(summary["n_tasks"])
     done = len(records)
+    if result is not None and not records:  # an active-learning stream: its tasks are in its result
+        done = len(result.get("per_task_accuracy") or [])
+        tasks = done or tasks
     recent = records[-RECENT_TASKS:]
     rates = [r["steps_per_s"] for r in recent if r.get("steps_per_s")]
     per_task = [r.get("train_seconds", 0.0) + r.get("eval_seconds", 0.0) for r in recent if "train_seconds" in r]
