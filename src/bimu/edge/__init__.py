@@ -4,6 +4,7 @@
   popcount forward, votes and uncertainty scores;
 - :mod:`bimu.edge.cost` - :func:`compute_cost_table` (the paper's compute-cost appendix, measured);
 - :mod:`bimu.edge.export` - :func:`export_model` / :func:`export_run` (npz, C header + reference C);
+- :mod:`bimu.edge.formats` - the export formats and the files each writes;
 - :mod:`bimu.edge.cli` - the ``export`` and ``compute-cost`` subcommands.
 """
 
