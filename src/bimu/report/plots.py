@@ -182,6 +182,7 @@ def plot_accuracy_vs_queried(curves: dict, path: str | os.PathLike | None = None
             if np.isfinite(point.get(key, float("nan"))):
                 ax.axhline(100 * point[key], color=colors.get(label, "k"), linestyle=":", label=label)
         ax.set_xscale("log")
+        ax.set_ylim(-2, 102)  # an accuracy: error bars past 0 or 100% are cut at the axis
         ax.set_xlabel("queried labels / updates (% of stream, log)")
         ax.set_ylabel(f"accuracy, {name} (%)")
         ax.set_title(name)
