@@ -299,6 +299,25 @@ def diverged_note(results: dict) -> list[str]:
     return [f"diverged (non-finite weights; left out of the means, seeds marked): {runs}; {bad[0][1]['diverged']}"]
 
 
+STALLED_LABELS = 10  # a run that asked for at most this many labels over the whole stream stopped querying
+
+
+def stalled_note(rows: Sequence[ALRow], results: dict) -> list[str]:
+    """A note naming the runs that stopped querying at the start (their weight samples soon agree, no score
+    reaches the threshold again, the head stays near chance); the means over seeds include them.
+
+    >>> row = ALRow(["10", "0.60"], "vr-K10-n6", {"strategy": "vr"})
+    >>> stalled_note([row], {row.slug: [{"seed": 0, "labels_queried": 2, "accuracy": 0.0556}]})[0].split(": ")[1]
+    '10, 0.60 seed 0 (2 labels, 5.56%)'
+    """
+    runs = [f"{', '.join(row.labels)} seed {r['seed']} ({r['labels_queried']} label{'s' * (r['labels_queried'] != 1)}, "
+            f"{100 * r['accuracy']:.2f}%)"
+            for row in rows if row.params.get("strategy") != "all" for r in results.get(row.slug) or []
+            if not r.get("diverged") and r.get("labels_queried", STALLED_LABELS + 1) <= STALLED_LABELS]
+    note = f"stopped querying at the start ({STALLED_LABELS} labels or fewer in the stream): "
+    return [note + "; ".join(runs)] if runs else []
+
+
 def seeds_shown(results: dict) -> list[int]:
     """Every seed with a complete run in ``results`` (for the manifest)."""
     return sorted({int(r["seed"]) for res in results.values() for r in res})
@@ -372,7 +391,7 @@ def paired_table(name: str, title: str, setup: ALSetup, rows: Sequence[ALRow], o
         for _, key, paper_key in quantities:
             cells += [pm([r.get(key) for r in res]), row.paper.get(paper_key, "-")]
         out.append(cells + [seeds_cell(res)])
-    notes = table_notes(setup, opts, name, rows=rows) + [note] + diverged_note(results)
+    notes = table_notes(setup, opts, name, rows=rows) + [note] + diverged_note(results) + stalled_note(rows, results)
     return Report(Table(table_title(title, setup, opts), header + ["Seeds"], out, notes), [], code, [setup.benchmark],
                   seeds_shown(results))
 

@@ -163,6 +163,16 @@ def run_table(entry: Entry, opts: Options, rows: Sequence[Row], summaries: dict[
                  gaps=with_passages(list(causes.values())))
 
 
+def _hours(h: float) -> str:
+    """Core-hours: two decimals, two significant digits below 0.1 h (a minute is 0.017), so that a
+    short run does not read 0.00.
+
+    >>> _hours(7.034), _hours(0.1), _hours(0.0123), _hours(0.0042)
+    ('7.03', '0.10', '0.012', '0.0042')
+    """
+    return f"{h:.2f}" if h >= 0.095 else f"{h:.2g}"
+
+
 def compute_note(rows: Sequence[Row], summaries: dict[str, list[dict]]) -> list[str]:
     """The note giving each row's compute: the core-hours a seed took (training and evaluation seconds of
     its ``summary.json``, on one core), the mean over seeds and each seed's; ``[]`` when no row has any.
@@ -179,8 +189,8 @@ def compute_note(rows: Sequence[Row], summaries: dict[str, list[dict]]) -> list[
                  for s in summaries.get(row.slug, []) if isinstance(s.get("train_seconds"), (int, float))]
         if timed:
             hours = [t / 3600 for _, t in timed]
-            each = ", ".join(f"{seed}: {h:.2f}" for (seed, _), h in zip(timed, hours))
-            parts.append(f"{', '.join(row.labels)} {sum(hours) / len(hours):.2f} (seed {each})")
+            each = ", ".join(f"{seed}: {_hours(h)}" for (seed, _), h in zip(timed, hours))
+            parts.append(f"{', '.join(row.labels)} {_hours(sum(hours) / len(hours))} (seed {each})")
     if not parts:
         return []
     return ["compute, core-hours a seed (training and evaluation time in each run's summary.json, one core; "
