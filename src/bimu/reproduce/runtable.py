@@ -165,12 +165,12 @@ def run_table(entry: Entry, opts: Options, rows: Sequence[Row], summaries: dict[
 
 def _hours(h: float) -> str:
     """Core-hours: two decimals, two significant digits below 0.1 h (a minute is 0.017), so that a
-    short run does not read 0.00.
+    short run does not read 0.00, and ``<0.001`` below 3.6 s.
 
-    >>> _hours(7.034), _hours(0.1), _hours(0.0123), _hours(0.0042)
-    ('7.03', '0.10', '0.012', '0.0042')
+    >>> _hours(7.034), _hours(0.1), _hours(0.0123), _hours(0.0042), _hours(0.00009)
+    ('7.03', '0.10', '0.012', '0.0042', '<0.001')
     """
-    return f"{h:.2f}" if h >= 0.095 else f"{h:.2g}"
+    return f"{h:.2f}" if h >= 0.095 else f"{h:.2g}" if h >= 0.001 else "<0.001"
 
 
 def compute_note(rows: Sequence[Row], summaries: dict[str, list[dict]]) -> list[str]:
