@@ -234,3 +234,22 @@ def test_a_diverged_run_is_a_result_shown_as_such(tmp_path, monkeypatch):
             "diverged during task 1: model.layers.0.mu_weight became non-finite") in md
     res = json.loads((tmp_path / "runs/quick/animals-al/mesu-all/seed-0/result.json").read_text())
     assert res["seed"] == 0 and res["diverged"].startswith("method 'mesu' diverged")
+
+
+def test_runs_that_stopped_querying_are_named_under_the_comparison(tmp_path, monkeypatch):
+    """A VR run that asked for a label or two in the whole stream (its samples agreed from the start) is
+    named in the table's notes, its row and seed with the labels it asked for; its accuracy stays in the mean."""
+    import bimu.experiments.sweep as sweep
+
+    def fake(benchmark, seed, **kw):
+        labels = 2 if kw["strategy"] == "vr" else 500
+        return {"seed": seed, "accuracy": 0.0556 if labels == 2 else 0.5, "rare_accuracy": 0.0,
+                "frequent_accuracy": 0.1, "query_fraction": labels / 1000, "labels_queried": labels}
+
+    monkeypatch.setattr(sweep, "run_stream", fake)
+    monkeypatch.setattr(al, "load_benchmark", lambda setup, opts: None)
+    assert _run("animals-al", tmp_path, "--rows", "bimu-vr-0.1", "bimu-random-0.01") == 0
+    md = (tmp_path / "animals-al.md").read_text()
+    assert ("stopped querying at the start (10 labels or fewer in the stream): BiMU, VR, 0.1 seed 0 (2 labels); "
+            "accuracy of these runs 5.56-5.56%") in md
+    assert "Random, 0.01 seed" not in md

@@ -7,6 +7,7 @@ import pytest
 from bimu import paper
 from bimu.reproduce import active_learning as al
 from bimu.reproduce import al_claims, al_methods
+from bimu.reproduce.query_dynamics import query_dynamics_row
 from bimu.reproduce.spec import Options
 
 
@@ -76,7 +77,7 @@ def test_claims_four_to_six(opts):
             b, g = row.params["budget"], row.params["budget_exponent"]
             q = b * (1.05 if g < 0.5 else 1.3) if (b, g) != (0.05, 0.01) else 0.06
             _write(opts, "budget-controller", setup, row, 0, **_point(q, 0.8))
-    qd = al.query_dynamics_row(setup)
+    qd = query_dynamics_row(setup)
     _write(opts, "query-dynamics", setup, qd, 0, **_point(0.05, 0.8), task_quarters={
         "0": {"first_quarter": 0.5, "middle": 0.4, "last_quarter": 0.1},
         "1": {"first_quarter": 0.3, "middle": 0.5, "last_quarter": 0.2}})

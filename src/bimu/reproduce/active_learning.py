@@ -1,6 +1,6 @@
 """``bimu reproduce`` entries of the active-learning experiments: what they share (rows, run
-directories, tables), and ``vr-samples``, ``budget-controller`` and ``query-dynamics``
-(``animals-al`` and ``openloris-al``, the method comparison: :mod:`bimu.reproduce.al_methods`).
+directories, tables), and ``vr-samples`` and ``budget-controller`` (``animals-al`` and ``openloris-al``, the
+method comparison: :mod:`bimu.reproduce.al_methods`; ``query-dynamics``: :mod:`bimu.reproduce.query_dynamics`).
 
 Each row is one query rule of one method (score and threshold, or budget controller; ``all`` is the
 100%-update baseline) run by :func:`bimu.experiments.sweep.run_stream` (one pass over every task, then
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -304,18 +303,25 @@ STALLED_LABELS = 10  # a run that asked for at most this many labels over the wh
 
 def stalled_note(rows: Sequence[ALRow], results: dict) -> list[str]:
     """A note naming the runs that stopped querying at the start (their weight samples soon agree, no score
-    reaches the threshold again, the head stays near chance); the means over seeds include them.
+    reaches the threshold again, the head stays near chance), one item per row; the means include them.
 
     >>> row = ALRow(["10", "0.60"], "vr-K10-n6", {"strategy": "vr"})
-    >>> stalled_note([row], {row.slug: [{"seed": 0, "labels_queried": 2, "accuracy": 0.0556}]})[0].split(": ")[1]
-    '10, 0.60 seed 0 (2 labels, 5.56%)'
+    >>> res = [{"seed": 0, "labels_queried": 2, "accuracy": 0.0556}, {"seed": 1, "labels_queried": 40},
+    ...        {"seed": 2, "labels_queried": 1, "accuracy": 0.0481}]
+    >>> stalled_note([row], {row.slug: res})[0].split(": ", 1)[1]
+    '10, 0.60 seeds 0, 2 (2, 1 labels); accuracy of these runs 4.81-5.56%'
     """
-    runs = [f"{', '.join(row.labels)} seed {r['seed']} ({r['labels_queried']} label{'s' * (r['labels_queried'] != 1)}, "
-            f"{100 * r['accuracy']:.2f}%)"
-            for row in rows if row.params.get("strategy") != "all" for r in results.get(row.slug) or []
-            if not r.get("diverged") and r.get("labels_queried", STALLED_LABELS + 1) <= STALLED_LABELS]
+    items, accs = [], []
+    for row in (r for r in rows if r.params.get("strategy") != "all"):
+        runs = [r for r in results.get(row.slug) or []
+                if not r.get("diverged") and r.get("labels_queried", STALLED_LABELS + 1) <= STALLED_LABELS]
+        counts = [r["labels_queried"] for r in runs]
+        items += [f"{', '.join(row.labels)} seed{'s' * (len(runs) > 1)} {', '.join(str(r['seed']) for r in runs)} "
+                  f"({', '.join(map(str, counts))} label{'s' * (counts != [1])})"] if runs else []
+        accs += [100 * r["accuracy"] for r in runs if r.get("accuracy") is not None]
+    span = f"; accuracy of these runs {min(accs):.2f}-{max(accs):.2f}%" if accs else ""
     note = f"stopped querying at the start ({STALLED_LABELS} labels or fewer in the stream): "
-    return [note + "; ".join(runs)] if runs else []
+    return [note + "; ".join(items) + span] if items else []
 
 
 def seeds_shown(results: dict) -> list[int]:
@@ -433,68 +439,3 @@ def budget_entry(data: str, name: str):
 
 build_vr_samples = vr_samples_entry("openloris", "vr-samples")
 build_budget = budget_entry("openloris", "budget-controller")
-
-
-CHECKPOINTS = (0, 25, 50, 75, 99)
-"""The query-dynamics table's accuracy checkpoints: percents of a task's examples streamed (the paper's
-Acc@0 ... Acc@99)."""
-
-
-def query_dynamics_row(setup: ALSetup) -> ALRow:
-    """The one row of the query-dynamics table: VR, K = 10, threshold 0.1, accuracy at :data:`CHECKPOINTS`."""
-    return ALRow(["VR", "0.1"], "vr-0.1", {**rule_params("vr", 0.1, preset=setup.preset),
-                                           "checkpoints": list(CHECKPOINTS)})
-
-
-def build_query_dynamics(opts: Options, log=None) -> Report:
-    """Per task and on average, beside the paper's tables (a) and (b): the accuracy on the task's test set
-    at :data:`CHECKPOINTS` inside it, and the share of its VR queries in its first quarter (0-24% of
-    the task's examples), middle (25-74%) and last quarter (75-99%)."""
-    setup = objects_setup(opts)
-    row = query_dynamics_row(setup)
-    results, code = run_al_rows("query-dynamics", setup, [row], opts, log)
-    res = results.get(row.slug) or []
-    parts = ("first_quarter", "middle", "last_quarter")
-    tasks = sorted({int(t) for r in res for t in r.get("task_quarters", {})})
-    header = ["Task", *[h for c in CHECKPOINTS for h in (f"Acc@{c} (%)", "Paper")], "Updates 0-24 (%)", "Paper",
-              "Updates 25-74 (%)", "Paper", "Updates 75-99 (%)", "Paper", "Queried in task (%)"]
-    out = []
-    per_task = {p: [] for p in (*CHECKPOINTS, *parts)}
-    for t in tasks:
-        cells = [f"Task {t + 1}"]
-        ref_cells = paper.cells(paper.QUERY_DYNAMICS_ACCURACY.get(str(t + 1), {str(c): None for c in CHECKPOINTS}))
-        for c in CHECKPOINTS:
-            vals = [r["checkpoint_accuracy"][str(t)][str(c)] for r in res if str(t) in r.get("checkpoint_accuracy", {})]
-            per_task[c].append(float(np.mean(vals)) if vals else math.nan)
-            cells += [pm(vals), ref_cells[str(c)]]
-        ref_cells = paper.cells(paper.QUERY_DYNAMICS.get(str(t + 1), dict.fromkeys(parts)))
-        for p in parts:
-            ref = ref_cells[p]
-            vals = [r["task_quarters"][str(t)][p] for r in res if str(t) in r.get("task_quarters", {})]
-            per_task[p].append(float(np.mean(vals)) if vals else math.nan)
-            cells += [pm(vals), ref]
-        cells.append(pm([r["task_quarters"][str(t)]["query_fraction"] for r in res
-                          if str(t) in r.get("task_quarters", {})]))
-        out.append(cells)
-    if tasks:
-        avg = ["Average"]
-        ref_cells = paper.cells(paper.QUERY_DYNAMICS_ACCURACY["Average"])
-        for c in CHECKPOINTS:
-            avg += [pm(per_task[c]), ref_cells[str(c)]]
-        ref_cells = paper.cells(paper.QUERY_DYNAMICS["Average"])
-        for p in parts:
-            avg += [pm(per_task[p]), ref_cells[p]]
-        out.append(avg + [pm([r.get("query_fraction") for r in res])])
-    notes = table_notes(setup, opts, "query-dynamics")
-    notes += ["per task: mean ± std over seeds; Average: mean ± std over tasks of the seed means (as the paper)",
-              "regions are percentiles of each task's stream: 0-24, 25-74, 75-99 (the paper's table heads its "
-              "columns 0-24, 25-73 and 74-99, its text 0-24, 25-74 and 74-99)",
-              "VR, K = 10, threshold 0.1 (the paper's best fixed threshold)",
-              "Acc@c: accuracy on the task's own test set when c% of the task's examples have streamed past "
-              "(Acc@0: before its first), the method's evaluation samples with a generator of its own, so the "
-              "stream is the same as without the checkpoints; the paper does not say which test set its "
-              "checkpoints use"]
-    return Report(Table(table_title("Temporal distribution of VR updates per task (imbalanced OpenLORIS-Object)",
-                                    setup, opts), header, out, notes), [], code, [setup.benchmark], seeds_shown(results))
-
-

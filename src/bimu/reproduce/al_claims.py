@@ -52,6 +52,7 @@ import numpy as np
 from bimu import paper
 from bimu.reproduce import active_learning as al
 from bimu.reproduce import al_methods as am
+from bimu.reproduce.query_dynamics import query_dynamics_row
 from bimu.reproduce.spec import Options, Report
 from bimu.reproduce.table import Table
 
@@ -270,7 +271,7 @@ def build(opts: Options, log=None) -> Report:
     k_rows, b_rows = al.rows_vr_samples(o_opts), al.rows_budget(o_opts)
     read["vr-samples"] = k_res = _results("vr-samples", o_setup, k_rows, o_opts)
     read["budget-controller"] = b_res = _results("budget-controller", o_setup, b_rows, o_opts)
-    qd_row = al.query_dynamics_row(o_setup)
+    qd_row = query_dynamics_row(o_setup)
     read["query-dynamics"] = q_res = _results("query-dynamics", o_setup, [qd_row], o_opts)
     ak_rows, ab_rows = al.rows_vr_samples(a_opts, "animals"), al.rows_budget(a_opts, "animals")
     read["animals-vr-samples"] = ak_res = _results("animals-vr-samples", a_setup, ak_rows, a_opts)

@@ -231,7 +231,7 @@ def methods_table(name: str, title: str, setup: al.ALSetup, rows: Sequence[al.AL
               "Random, same queried: the same method's random querying at this row's queried fraction, "
               "interpolated linearly between the seed means of its random rows ('-': outside their range)",
               "the paper gives these curves as figures; its column holds the points its text quotes (BiMU)"]
-    notes += al.diverged_note(results)
+    notes += al.diverged_note(results) + al.stalled_note(rows, results)
     return Table(al.table_title(title, setup, opts), header, out, notes)
 
 

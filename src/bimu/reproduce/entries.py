@@ -6,7 +6,7 @@ each row is run into ``OUT/runs/<scale>/<entry>/<row>/`` (one run directory per 
 second invocation reuses every completed run and resumes interrupted ones
 (:mod:`bimu.reproduce.runtable`). Other entries build their own report
 (:mod:`bimu.reproduce.al_methods`, :mod:`bimu.reproduce.active_learning`, :mod:`bimu.reproduce.al_claims`,
-:mod:`bimu.reproduce.figures`). The report is written as
+:mod:`bimu.reproduce.query_dynamics`, :mod:`bimu.reproduce.figures`). The report is written as
 ``OUT/<entry>.md``, ``.csv`` and ``.tex`` (mean ± std over seeds of each quantity, the paper's own number
 in the adjacent column), figures as ``OUT/<entry>-*.png`` and a manifest ``OUT/<entry>.json`` (command,
 seeds, scale, real or stand-in data) from which ``bimu report --results-page`` builds
@@ -24,7 +24,7 @@ import dataclasses
 from pathlib import Path
 
 from bimu.reproduce import active_learning as al
-from bimu.reproduce import al_claims, al_methods
+from bimu.reproduce import al_claims, al_methods, query_dynamics
 from bimu.reproduce.features import rows_bwt, rows_openloris, rows_standardisation
 from bimu.reproduce.figures import accuracy_per_task_figure, learning_rate_map, probability_histograms_figure
 from bimu.reproduce.pmnist import (memory_footprint_report, rows_activation, rows_memory_window, rows_pmnist_1000,
@@ -69,7 +69,7 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in (
     Entry("animals-budget-controller", "Budget-driven adaptive VR thresholding on Animals",
           ("Method", "Controller setting"), build=al.budget_entry("animals", "animals-budget-controller"),
           repeatable_stream=True, reads_runs=True),
-    Entry("query-dynamics", "Temporal distribution of VR updates", ("Task",), build=al.build_query_dynamics,
+    Entry("query-dynamics", "Temporal distribution of VR updates", ("Task",), build=query_dynamics.build_query_dynamics,
           repeatable_stream=True, reads_runs=True),
     Entry("learning-rate-map", "BiMU learning-rate colour map", build=learning_rate_map, computed=True),
     Entry("al-claims", "The paper's active-learning claims, decided from the runs", ("Claim",),
