@@ -253,3 +253,9 @@ def test_runs_that_stopped_querying_are_named_under_the_comparison(tmp_path, mon
     assert ("stopped querying at the start (10 labels or fewer in the stream): BiMU, VR, 0.1 seed 0 (2 labels); "
             "accuracy of these runs 5.56-5.56%") in md
     assert "Random, 0.01 seed" not in md
+    # each run's wall time beside its result (which stays the same on a rerun), summed in a note
+    run = tmp_path / "runs/quick/animals-al/bimu-vr-0.1/seed-0"
+    assert set(json.loads((run / "timing.json").read_text())) == {"seconds", "threads"}
+    assert "seconds" not in json.loads((run / "result.json").read_text())
+    assert ("compute (wall time of each run's stream in its timing.json, one core; machines and their load "
+            "differ): BiMU 0 s a run; <0.001 core-hours in all, 2 of 2 runs timed") in md

@@ -93,6 +93,16 @@ def accuracy_trail(accs: Sequence[float]) -> str:
             f"range {min(vals):.2f}-{max(vals):.2f})")
 
 
+def fmt_hours(h: float) -> str:
+    """Core-hours: two decimals, two significant digits below 0.1 h (a minute is 0.017), so that a
+    short run does not read 0.00, and ``<0.001`` below 3.6 s.
+
+    >>> fmt_hours(7.034), fmt_hours(0.1), fmt_hours(0.0123), fmt_hours(0.0042), fmt_hours(0.00009)
+    ('7.03', '0.10', '0.012', '0.0042', '<0.001')
+    """
+    return f"{h:.2f}" if h >= 0.095 else f"{h:.2g}" if h >= 0.001 else "<0.001"
+
+
 def fmt_pm(vals, scale: float = 1.0, digits: int = 2) -> str:
     """``mean ± std`` (sample std, ddof=1; no std for one value) of the finite values, ``-`` if none."""
     v = _finite(vals)

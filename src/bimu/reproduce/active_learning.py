@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -206,6 +207,10 @@ def _job_config(setup: ALSetup, opts: Options, row: ALRow, seed: int) -> dict:
             "limits": QUICK_LIMITS if opts.scale == "quick" else None, "seed": int(seed), **row.params, **engine}
 
 
+TIMING = "timing.json"
+"""A run directory's wall time of its stream (``seconds``, with ``threads``), written beside ``result.json``."""
+
+
 def run_one(setup: ALSetup, opts: Options, entry: str, row: ALRow, seed: int) -> int:
     """Run (or reuse) one (row, seed) into its run directory; ValueError if the directory holds a run
     of another configuration."""
@@ -225,10 +230,14 @@ def run_one(setup: ALSetup, opts: Options, entry: str, row: ALRow, seed: int) ->
     # the processor and versions that ran it: an active stream's decisions follow the last bits of its
     # features and kernels, which differ between processor types (same seed, same machine: same run)
     rd.write_json(ENVIRONMENT, environment_info(seed, {"engine": opts.engine, "threads": opts.threads}))
+    data = load_benchmark(setup, opts)
+    start = time.perf_counter()
     try:
-        result = run_stream(load_benchmark(setup, opts), seed=int(seed), engine=opts.engine, **row.params)
+        result = run_stream(data, seed=int(seed), engine=opts.engine, **row.params)
     except DivergenceError as e:  # a result of this configuration and seed (the same on every rerun)
         result = {"seed": int(seed), "diverged": str(e)}
+    # wall time beside the result, which stays the same on every rerun of this configuration and seed
+    rd.write_json(TIMING, {"seconds": round(time.perf_counter() - start, 3), "threads": int(opts.threads)})
     rd.write_json("result.json", result)
     return 0
 
@@ -276,7 +285,10 @@ def read_results(setup: ALSetup, opts: Options, name: str, row: ALRow) -> list[d
             cfg.pop("engine", None)
             want.pop("engine", None)
             if cfg == json.loads(json.dumps(want)):
-                out.append(json.loads((d / "result.json").read_text()))
+                res = json.loads((d / "result.json").read_text())
+                if (d / TIMING).is_file():
+                    res["_seconds"] = json.loads((d / TIMING).read_text()).get("seconds")
+                out.append(res)
     return out
 
 
@@ -322,6 +334,30 @@ def stalled_note(rows: Sequence[ALRow], results: dict) -> list[str]:
     span = f"; accuracy of these runs {min(accs):.2f}-{max(accs):.2f}%" if accs else ""
     note = f"stopped querying at the start ({STALLED_LABELS} labels or fewer in the stream): "
     return [note + "; ".join(items) + span] if items else []
+
+
+def compute_note(rows: Sequence[ALRow], results: dict, group=lambda row: "") -> list[str]:
+    """The note giving the runs' compute: wall seconds a run (mean over the timed runs of each ``group``
+    of rows, e.g. a method) and the core-hours of them all; ``[]`` when no run is timed.
+
+    >>> row = ALRow(["VR", "0.1"], "vr-0.1", {"strategy": "vr"})
+    >>> compute_note([row], {row.slug: [{"_seconds": 30.0}, {"_seconds": 90.0}, {}]})[0].split("differ): ")[1]
+    '60 s a run; 0.033 core-hours in all, 2 of 3 runs timed'
+    """
+    from bimu.report.tables import fmt_hours
+
+    timed: dict[str, list[float]] = {}
+    n = 0
+    for row in rows:
+        res = results.get(row.slug) or []
+        n += len(res)
+        timed.setdefault(group(row), []).extend(r["_seconds"] for r in res if isinstance(r.get("_seconds"), float))
+    every = [t for ts in timed.values() for t in ts]
+    if not every:
+        return []
+    each = "; ".join(f"{name + ' ' if name else ''}{np.mean(ts):.0f} s a run" for name, ts in timed.items() if ts)
+    return [f"compute (wall time of each run's stream in its {TIMING}, one core; machines and their load differ): "
+            f"{each}; {fmt_hours(sum(every) / 3600)} core-hours in all, {len(every)} of {n} runs timed"]
 
 
 def seeds_shown(results: dict) -> list[int]:
@@ -397,7 +433,8 @@ def paired_table(name: str, title: str, setup: ALSetup, rows: Sequence[ALRow], o
         for _, key, paper_key in quantities:
             cells += [pm([r.get(key) for r in res]), row.paper.get(paper_key, "-")]
         out.append(cells + [seeds_cell(res)])
-    notes = table_notes(setup, opts, name, rows=rows) + [note] + diverged_note(results) + stalled_note(rows, results)
+    notes = (table_notes(setup, opts, name, rows=rows) + [note] + diverged_note(results) + stalled_note(rows, results)
+             + compute_note(rows, results))
     return Report(Table(table_title(title, setup, opts), header + ["Seeds"], out, notes), [], code, [setup.benchmark],
                   seeds_shown(results))
 

@@ -232,6 +232,7 @@ def methods_table(name: str, title: str, setup: al.ALSetup, rows: Sequence[al.AL
               "interpolated linearly between the seed means of its random rows ('-': outside their range)",
               "the paper gives these curves as figures; its column holds the points its text quotes (BiMU)"]
     notes += al.diverged_note(results) + al.stalled_note(rows, results)
+    notes += al.compute_note(rows, results, lambda row: variant_name(variant_of(row)))
     return Table(al.table_title(title, setup, opts), header, out, notes)
 
 

@@ -78,7 +78,7 @@ def build_query_dynamics(opts: Options, log=None) -> Report:
               "Acc@c: accuracy on the task's own test set when c% of the task's examples have streamed past "
               "(Acc@0: before its first), the method's evaluation samples with a generator of its own, so the "
               "stream is the same as without the checkpoints; the paper does not say which test set its "
-              "checkpoints use"]
+              "checkpoints use"] + al.compute_note([row], results)
     return Report(Table(al.table_title("Temporal distribution of VR updates per task (imbalanced OpenLORIS-Object)",
                                     setup, opts), header, out, notes), [], code, [setup.benchmark], al.seeds_shown(results))
 

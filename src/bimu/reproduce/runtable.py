@@ -163,16 +163,6 @@ def run_table(entry: Entry, opts: Options, rows: Sequence[Row], summaries: dict[
                  gaps=with_passages(list(causes.values())))
 
 
-def _hours(h: float) -> str:
-    """Core-hours: two decimals, two significant digits below 0.1 h (a minute is 0.017), so that a
-    short run does not read 0.00, and ``<0.001`` below 3.6 s.
-
-    >>> _hours(7.034), _hours(0.1), _hours(0.0123), _hours(0.0042), _hours(0.00009)
-    ('7.03', '0.10', '0.012', '0.0042', '<0.001')
-    """
-    return f"{h:.2f}" if h >= 0.095 else f"{h:.2g}" if h >= 0.001 else "<0.001"
-
-
 def compute_note(rows: Sequence[Row], summaries: dict[str, list[dict]]) -> list[str]:
     """The note giving each row's compute: the core-hours a seed took (training and evaluation seconds of
     its ``summary.json``, on one core), the mean over seeds and each seed's; ``[]`` when no row has any.
@@ -183,14 +173,16 @@ def compute_note(rows: Sequence[Row], summaries: dict[str, list[dict]]) -> list[
     >>> note[0].split("differ): ")[1]
     'BiMU 1.85 (seed 0: 2.00, 1: 1.69)'
     """
+    from bimu.report.tables import fmt_hours
+
     parts = []
     for row in rows:
         timed = [(s.get("seed"), s["train_seconds"] + (s.get("eval_seconds") or 0.0))
                  for s in summaries.get(row.slug, []) if isinstance(s.get("train_seconds"), (int, float))]
         if timed:
             hours = [t / 3600 for _, t in timed]
-            each = ", ".join(f"{seed}: {_hours(h)}" for (seed, _), h in zip(timed, hours))
-            parts.append(f"{', '.join(row.labels)} {_hours(sum(hours) / len(hours))} (seed {each})")
+            each = ", ".join(f"{seed}: {fmt_hours(h)}" for (seed, _), h in zip(timed, hours))
+            parts.append(f"{', '.join(row.labels)} {fmt_hours(sum(hours) / len(hours))} (seed {each})")
     if not parts:
         return []
     return ["compute, core-hours a seed (training and evaluation time in each run's summary.json, one core; "
