@@ -80,10 +80,7 @@ ACTIVE = [
     ("vr-samples", None, 3),
     ("openloris-al", _rows("openloris", _compared), 3),
     ("standardisation", None, 3),
-    ("openloris", None, 3),
-    # bwt's OpenLORIS rows only: its Permuted-MNIST rows are pmnist-1000's runs (the pmnist queue)
-    ("bwt", [f"objects-seq-{m}" for m in ("bimu", "bayesbinn", "synaptic-metaplasticity", "ste", "mesu", "ewc-online",
-                                          "si", "sgd")], 3),
+    ("openloris", None, 3),  # bwt's rows are its all-features runs and pmnist-1000's (no runs of their own)
     # Table 1's MESU row (issue: at least one seed, a second if compute allows): one 6e7-step stream
     # that cannot be split, so it starts on this core before the active tables that decide no claim
     ("pmnist-1000", "mesu", 1),

@@ -283,6 +283,8 @@ def test_full_scale_rows_follow_the_paper():
     assert o[1].config.preset == "openloris-8192" and o[1].config.tasks is None
     b = features.rows_bwt(opts)
     assert [r.config.eval_final for r in b[:4]] == ["all"] * 4 and len(b) == 12
+    # the OpenLORIS rows are Table 2's all-features runs (the paper's two tables share their mean accuracies)
+    assert [r.same_runs_as for r in b[4:]] == [("openloris", f"{m}-full") for m in paper.METHOD_ORDER]
     s = features.rows_standardisation(opts)
     assert all(r.config.benchmark_options == {"n_features": 8192, "standardize": True} for r in s)
     assert all(r.config.preset == "openloris-8192-std" for r in s)

@@ -155,6 +155,9 @@ def run_table(entry: Entry, opts: Options, rows: Sequence[Row], summaries: dict[
                  f"(sample std); OOD AUC is the epistemic score vs {ood} "
                  "(aleatoric for deterministic methods); MMRR (one number, as in the "
                  "paper) is computed from the seed-averaged accuracy matrices")
+    if any(MMRR_CAP in cells for cells in out_rows):
+        notes.append(f"MMRR {MMRR_CAP}: the last task ends at the best accuracy of the seed-averaged matrix, where "
+                     "1 / (a_max - a_T + 1e-5) takes its largest value, 100000")
     notes += compute_note(rows, summaries)
     if causes:
         notes.append(f"†N: {RULE}; N numbers the cause, written once below")
@@ -197,17 +200,29 @@ def with_passages(gaps: list[dict]) -> list[dict]:
     return gaps + [{"mark": "", "cause": p, "cells": [], "text": passage(p)} for p in names]
 
 
+MMRR_CAP = "1e5 (cap)"
+"""The MMRR cell of runs whose last task ends at the best accuracy of the whole (seed-averaged) matrix:
+``1 / (a_max - a_T + 1e-5)`` then takes its largest value, which ranks nothing (a short stream learned to
+100% gives it)."""
+
+
 def seed_averaged_mmrr(summaries: Sequence[dict]) -> str:
     """MMRR as the paper reports it (one number): from the seed-averaged accuracy matrices
-    (:func:`~bimu.metrics.mmrr_seed_averaged`); ``-`` without complete runs."""
+    (:func:`~bimu.metrics.mmrr_seed_averaged`); ``-`` without complete runs, :data:`MMRR_CAP` at its cap.
+
+    >>> R = [[1.0, float("nan")], [0.9, 1.0]]
+    >>> seed_averaged_mmrr([{"_R": R}]), seed_averaged_mmrr([{"_R": [[1.0, float("nan")], [0.9, 0.95]]}])
+    ('1e5 (cap)', '20.00')
+    """
     import numpy as np
 
-    from bimu.metrics import mmrr_seed_averaged
+    from bimu.metrics import MMRR_EPS, mmrr_seed_averaged
 
     mats = [np.asarray(s["_R"], dtype=float) for s in summaries if s.get("_R") is not None]
     if not mats or len({m.shape for m in mats}) != 1:
         return "-"
     try:
-        return f"{mmrr_seed_averaged(mats):.2f}"
+        value = mmrr_seed_averaged(mats)
     except ValueError:
         return "-"
+    return MMRR_CAP if value >= 1 / MMRR_EPS * (1 - 1e-9) else f"{value:.2f}"
