@@ -156,8 +156,7 @@ def run_table(entry: Entry, opts: Options, rows: Sequence[Row], summaries: dict[
                  "(aleatoric for deterministic methods); MMRR (one number, as in the "
                  "paper) is computed from the seed-averaged accuracy matrices")
     if any(MMRR_CAP in cells for cells in out_rows):
-        notes.append(f"MMRR {MMRR_CAP}: the last task ends at the best accuracy of the seed-averaged matrix, where "
-                     "1 / (a_max - a_T + 1e-5) takes its largest value, 100000")
+        notes.append(mmrr_cap_note())
     notes += compute_note(rows, summaries)
     if causes:
         notes.append(f"†N: {RULE}; N numbers the cause, written once below")
@@ -204,6 +203,19 @@ MMRR_CAP = "1e5 (cap)"
 """The MMRR cell of runs whose last task ends at the best accuracy of the whole (seed-averaged) matrix:
 ``1 / (a_max - a_T + 1e-5)`` then takes its largest value, which ranks nothing (a short stream learned to
 100% gives it)."""
+
+
+def mmrr_cap_note() -> str:
+    """The table note under a cell showing :data:`MMRR_CAP`, its numbers from :data:`bimu.metrics.MMRR_EPS`.
+
+    >>> mmrr_cap_note().split(", where ")[1]
+    '1 / (a_max - a_T + 1e-5) takes its largest value, 100000'
+    """
+    from bimu.metrics import MMRR_EPS
+
+    eps = f"{MMRR_EPS:g}".replace("e-0", "e-")
+    return (f"MMRR {MMRR_CAP}: the last task ends at the best accuracy of the seed-averaged matrix, where "
+            f"1 / (a_max - a_T + {eps}) takes its largest value, {1 / MMRR_EPS:.0f}")
 
 
 def seed_averaged_mmrr(summaries: Sequence[dict]) -> str:
