@@ -53,6 +53,40 @@ def test_the_paper_codes_ood_preprocessing_changes_the_auc_and_nothing_else(fini
 
 
 @needs_data
+def test_chance_level_is_the_label_independent_accuracy_of_the_runs_own_predictions(finished_run, capsys):
+    """``chance``: sum over classes of the share of predictions times the share of labels, computed here
+    by hand from the predictions drawn with the run's own generator; the accuracy stays the run's."""
+    import numpy as np
+
+    from bimu.experiments.runner import make_benchmark, make_method
+    from bimu.experiments.stream import eval_generator
+
+    rd, res = finished_run
+    out = evaluate_run(rd.path, tasks=["1-2"], ood=False, chance=True)
+    assert [r["acc"] for r in out["tasks"]] == [float(a) for a in res["R"][2][:2]]
+    stored = json.loads((rd.path / "config.json").read_text())
+    cfg = RunConfig.from_dict({k: v for k, v in stored.items() if k != "resolved"}).replace(
+        engine=stored["resolved"]["engine"])
+    bench = make_benchmark(cfg, 0)
+    method, _ = make_method(cfg, stored["resolved"]["sizes"], 0, cfg.resolve_hparams()[1])
+    method.load_state_dict(rd.load_checkpoint()["method_state"])
+    for row in out["tasks"]:
+        x, y = bench.test_task(row["task"])
+        x, y = x[:cfg.test_limit], y[:cfg.test_limit].numpy()
+        p = method.predict_samples(x, generator=eval_generator(0, 2, row["task"]))
+        pred = np.log(np.clip(p.numpy(), 1e-30, None)).mean(0).argmax(-1)
+        assert (pred == y).mean() == row["acc"]  # the same draws as the run's evaluation
+        by_hand = sum((pred == c).mean() * (y == c).mean() for c in range(10))
+        assert row["chance"] == pytest.approx(by_hand, abs=1e-12)
+        counts = np.bincount(pred, minlength=10)
+        assert (row["top_class"], row["top_share"]) == (int(counts.argmax()), counts.max() / len(pred))
+    assert out["mean"]["chance"]["mean"] == pytest.approx(np.mean([r["chance"] for r in out["tasks"]]))
+    assert main(["evaluate", str(rd.path), "--tasks", "1-2", "--no-ood", "--chance"]) == 0
+    text = capsys.readouterr().out
+    assert "chance %" in text and f"{100 * out['tasks'][0]['chance']:.2f}" in text
+
+
+@needs_data
 def test_cli_prints_a_table_and_writes_json(finished_run, tmp_path, capsys):
     rd, res = finished_run
     target = tmp_path / "eval.json"
@@ -87,6 +121,10 @@ def test_bad_input_is_named_before_any_work(finished_run, tmp_path, capsys):
 
 def test_task_words():
     assert parse_tasks(["all"], current=2, n_tasks=5) == [0, 1, 2]
+    assert parse_tasks(["2-4", "1"], current=2, n_tasks=5) == [1, 2, 3, 0]
+    for bad in ("4-2", "0-2", "2-6"):
+        with pytest.raises(ValueError, match=f"range {bad} is not within the stream's 1..5"):
+            parse_tasks([bad], current=2, n_tasks=5)
     assert parse_tasks(["last-10", "current"], current=2, n_tasks=5) == [0, 1, 2]
     assert parse_tasks(["5", "1", "5"], current=2, n_tasks=5) == [4, 0]
     for bad in ("last-0", "first", "0"):

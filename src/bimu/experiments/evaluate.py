@@ -18,6 +18,8 @@ test sets and the OOD set do not depend on it.
 
 >>> parse_tasks(["current"], current=99, n_tasks=100), parse_tasks(["last-3", "1"], current=99, n_tasks=100)
 ([99], [97, 98, 99, 0])
+>>> parse_tasks(["3-5", "4"], current=99, n_tasks=100)
+[2, 3, 4]
 >>> parse_tasks(["101"], current=99, n_tasks=100)
 Traceback (most recent call last):
 ValueError: --tasks: task 101 is outside the stream's 1..100
@@ -44,8 +46,8 @@ _NO_CHECKPOINT = ("{path} holds no {name}: only a run's checkpoint holds its mod
 
 def parse_tasks(spec: Sequence[str], *, current: int, n_tasks: int) -> list[int]:
     """0-based task indices from ``--tasks`` words: ``current`` (the task the checkpoint is after),
-    ``all`` (tasks 1 .. current + 1), ``last-N`` (the N tasks up to the current one) or 1-based
-    numbers; in the order given, each once."""
+    ``all`` (tasks 1 .. current + 1), ``last-N`` (the N tasks up to the current one), 1-based numbers or
+    ranges ``A-B`` (tasks A to B, both included); in the order given, each once."""
     out: list[int] = []
     for word in spec:
         w = str(word).strip().lower()
@@ -59,20 +61,30 @@ def parse_tasks(spec: Sequence[str], *, current: int, n_tasks: int) -> list[int]
             if not 1 <= int(w) <= n_tasks:
                 raise ValueError(f"--tasks: task {w} is outside the stream's 1..{n_tasks}")
             new = [int(w) - 1]
+        elif w.count("-") == 1 and all(part.isdigit() for part in w.split("-")):
+            a, b = (int(part) for part in w.split("-"))
+            if not 1 <= a <= b <= n_tasks:
+                raise ValueError(f"--tasks: range {w} is not within the stream's 1..{n_tasks}, first to last")
+            new = list(range(a - 1, b))
         else:
-            raise ValueError(f"--tasks: {word!r} is not current, all, last-N or a task number")
+            raise ValueError(f"--tasks: {word!r} is not current, all, last-N, a task number or a range A-B")
         out += [t for t in new if t not in out]
     return out
 
 
 def evaluate_run(path: str | Path, *, tasks: Sequence[str] = ("current",), options: Mapping[str, Any] | None = None,
                  scores: Sequence[str] | None = None, eval_samples: int | None = None, ood: bool = True,
-                 data_dir: str | None = None) -> dict[str, Any]:
+                 data_dir: str | None = None, chance: bool = False) -> dict[str, Any]:
     """Evaluate the model in seed directory ``path``'s checkpoint (see the module docstring).
 
     Returns ``{"run_dir", "after_task", "options", "scores", "tasks": [{"task", "acc", "ood_auc"}],
     "mean": {...}}`` with 0-based task indices and ``mean`` (with ``sd`` over tasks when there are two
     or more) of the accuracy and of each score's AUC. Every input is checked before the model is loaded.
+
+    With ``chance``, each task also gets ``chance``: the accuracy its predictions would have if they were
+    independent of the labels (``sum_c`` share of predictions in class ``c`` times share of labels in
+    ``c``: the level a forgotten task falls to, set by the classes the network still prefers), and
+    ``top_class`` / ``top_share``, its most predicted class and the share of predictions in it.
     """
     from bimu import metrics
     from bimu.experiments.runner import make_benchmark, make_method
@@ -130,13 +142,29 @@ def evaluate_run(path: str | Path, *, tasks: Sequence[str] = ("current",), optio
                              n_samples=eval_samples, scores=wanted)
     rows = []
     for j in chosen:
+        preds: list | None = [] if chance else None
         acc, s_in = evaluate_test_task(method, bench, j, seed=seed, after_task=current, test_limit=cfg.test_limit,
                                        batch_size=cfg.eval_batch_size, n_samples=eval_samples,
-                                       scores=wanted if s_out else ())
+                                       scores=wanted if s_out else (), predictions=preds)
         auc = {s: metrics.roc_auc(s_in[s], s_out[s]) for s in wanted} if s_out else None
-        rows.append({"task": j, "acc": acc, "ood_auc": auc})
+        level = chance_level(*preds, bench.n_classes) if chance else {}
+        rows.append({"task": j, "acc": acc, "ood_auc": auc, **level})
     return {"run_dir": str(rd.path), "after_task": current, "options": dict(options or {}), "scores": wanted,
             "eval_samples": eval_samples, "tasks": rows, "mean": _means(rows, wanted if s_out else [])}
+
+
+def chance_level(pred, labels, n_classes: int) -> dict[str, Any]:
+    """The accuracy of predictions ``pred`` if they were independent of ``labels`` (``sum_c`` share of
+    predictions in ``c`` times share of labels in ``c``), the most predicted class and its share.
+
+    >>> chance_level([2, 2, 2, 0], [0, 1, 2, 2], 3)
+    {'chance': 0.4375, 'top_class': 2, 'top_share': 0.75}
+    """
+    pred, labels = np.asarray(pred, dtype=np.int64), np.asarray(labels, dtype=np.int64)
+    shares = np.bincount(pred, minlength=n_classes) / max(len(pred), 1)
+    freq = np.bincount(labels, minlength=n_classes) / max(len(labels), 1)
+    top = int(np.argmax(shares))
+    return {"chance": float(shares @ freq), "top_class": top, "top_share": float(shares[top])}
 
 
 def _means(rows, scores) -> dict[str, Any]:
@@ -148,6 +176,8 @@ def _means(rows, scores) -> dict[str, Any]:
         return out
 
     res = {"acc": stat(r["acc"] for r in rows)}
+    if rows and "chance" in rows[0]:
+        res["chance"] = stat(r["chance"] for r in rows)
     for s in scores:
         res[s] = stat(r["ood_auc"][s] for r in rows)
     return res
@@ -159,16 +189,22 @@ def format_result(res: Mapping[str, Any]) -> str:
     head = f"{res['run_dir']} (model after task {res['after_task'] + 1})"
     if res["options"]:
         head += ", options " + ", ".join(f"{k}={json.dumps(v)}" for k, v in res["options"].items())
-    lines = [head, "  ".join([f"{'task':>6}", f"{'acc %':>7}", *(f"{s + ' AUC':>22}" for s in scores)])]
+    chance = bool(res["tasks"]) and "chance" in res["tasks"][0]
+    extra = [f"{'chance %':>8}", f"{'most predicted':>14}"] if chance else []
+    lines = [head, "  ".join([f"{'task':>6}", f"{'acc %':>7}", *extra, *(f"{s + ' AUC':>22}" for s in scores)])]
     for r in res["tasks"]:
-        lines.append("  ".join([f"{r['task'] + 1:>6}", f"{100 * r['acc']:>7.2f}",
+        cells = [f"{100 * r['chance']:>8.2f}", f"{r['top_class']:>4} ({100 * r['top_share']:.1f}%)".rjust(14)] \
+            if chance else []
+        lines.append("  ".join([f"{r['task'] + 1:>6}", f"{100 * r['acc']:>7.2f}", *cells,
                                 *(f"{r['ood_auc'][s]:>22.4f}" for s in scores)]))
     if len(res["tasks"]) > 1:
         def cell(d, scale, width, digits):
             txt = f"{scale * d['mean']:.{digits}f} ± {scale * d['sd']:.{digits}f}"
             return f"{txt:>{width}}"
         m = res["mean"]
-        lines.append("  ".join([f"{'mean':>6}", cell(m["acc"], 100, 7, 2), *(cell(m[s], 1, 22, 4) for s in scores)]))
+        extra = [cell(m["chance"], 100, 8, 2), " " * 14] if chance else []
+        lines.append("  ".join([f"{'mean':>6}", cell(m["acc"], 100, 7, 2), *extra,
+                                *(cell(m[s], 1, 22, 4) for s in scores)]))
     return "\n".join(lines)
 
 
@@ -181,7 +217,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             check_new_file(args.json, overwrite=args.force)
         options = dict(parse_benchmark_option(o) for o in args.option)
         results = [evaluate_run(p, tasks=args.tasks, options=options, scores=args.ood_scores,
-                                eval_samples=args.eval_samples, ood=not args.no_ood, data_dir=args.data_dir)
+                                eval_samples=args.eval_samples, ood=not args.no_ood, data_dir=args.data_dir,
+                                chance=args.chance)
                    for p in args.run_dirs]
     except (ValueError, FileNotFoundError) as e:
         print(f"bimu evaluate: {e}", file=sys.stderr)
@@ -204,17 +241,21 @@ def add_parser(subparsers) -> None:
         epilog="Examples:\n"
                "  bimu evaluate runs/pmnist-mesu/seed-0 --tasks last-5\n"
                "  bimu evaluate runs/pmnist-mesu/seed-0 --option ood_unstandardised=true   # the paper code's OOD\n"
-               "  bimu evaluate runs/pmnist-bimu/seed-* --eval-samples 25 --no-ood --json eval.json",
+               "  bimu evaluate runs/pmnist-bimu/seed-* --eval-samples 25 --no-ood --json eval.json\n"
+               "  bimu evaluate runs/pmnist-bimu/seed-0 --tasks 1-900 --no-ood --chance   # where forgotten tasks fall",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run_dirs", nargs="+", help="seed directories holding config.json and checkpoint.pt")
     p.add_argument("--tasks", nargs="+", default=["current"],
                    help="tasks whose test sets to score: current (default: the task the checkpoint is after), "
-                        "all, last-N, or task numbers from 1")
+                        "all, last-N, task numbers from 1, or ranges A-B")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="benchmark option for evaluation (repeatable), e.g. ood_unstandardised=true")
     p.add_argument("--ood-scores", nargs="+", default=None, choices=OOD_SCORES,
                    help="uncertainty scores for the OOD AUC (default: the run's)")
     p.add_argument("--no-ood", action="store_true", help="accuracy only")
+    p.add_argument("--chance", action="store_true",
+                   help="also each task's chance level: the accuracy its predictions would have if they were "
+                        "independent of the labels (where a forgotten task falls), and the most predicted class")
     p.add_argument("--eval-samples", type=int, default=None,
                    help="Monte Carlo samples per prediction (default: the method's)")
     p.add_argument("--data-dir", default=None, help="data directory (default: the run's, else $BIMU_DATA_DIR)")

@@ -264,11 +264,13 @@ def score_functions(names: Sequence[str]) -> dict[str, Callable[[torch.Tensor], 
 @torch.no_grad()
 def evaluate(method, x: torch.Tensor, y: torch.Tensor | None, *, batch_size: int = 1000,
              n_samples: int | None = None, generator: torch.Generator | None = None,
-             scores: Sequence[str] = ()) -> tuple[float | None, dict[str, np.ndarray]]:
+             scores: Sequence[str] = (),
+             predictions: list | None = None) -> tuple[float | None, dict[str, np.ndarray]]:
     """Accuracy of ``method`` on ``(x, y)`` (``None`` if ``y`` is None) and per-example ``scores``.
 
     Uses ``method.predict_samples`` in batches; the prediction is the argmax of the mean over samples
-    of the log-probabilities (the paper's rule).
+    of the log-probabilities (the paper's rule). With a ``predictions`` list (and labels), each batch's
+    predicted classes are appended to it.
     """
     fns = score_functions(scores)
     correct, out = 0, {n: [] for n in fns}
@@ -277,6 +279,8 @@ def evaluate(method, x: torch.Tensor, y: torch.Tensor | None, *, batch_size: int
         if y is not None:
             pred = torch.log(p.clamp_min(1e-30)).mean(0).argmax(-1)
             correct += int((pred == y[i:i + batch_size]).sum())
+            if predictions is not None:
+                predictions.append(pred.numpy())
         for n, f in fns.items():
             out[n].append(f(p).to(torch.float64).numpy())
     acc = correct / len(x) if y is not None else None
@@ -284,15 +288,20 @@ def evaluate(method, x: torch.Tensor, y: torch.Tensor | None, *, batch_size: int
 
 
 def evaluate_test_task(method, benchmark, task: int, *, seed: int, after_task: int, test_limit: int | None = None,
-                       batch_size: int = 1000, n_samples: int | None = None,
-                       scores: Sequence[str] = ()) -> tuple[float, dict[str, np.ndarray]]:
+                       batch_size: int = 1000, n_samples: int | None = None, scores: Sequence[str] = (),
+                       predictions: list | None = None) -> tuple[float, dict[str, np.ndarray]]:
     """:func:`evaluate` on ``task``'s test set (its first ``test_limit`` examples) with the generator a run
-    draws for it after ``after_task``: the same accuracy and scores as the run's, wherever it is called."""
+    draws for it after ``after_task``: the same accuracy and scores as the run's, wherever it is called.
+    ``predictions`` (a list) receives the predicted classes, then the labels, as two arrays."""
     xt, yt = benchmark.test_task(task)
     if test_limit is not None:
         xt, yt = xt[:test_limit], yt[:test_limit]
-    return evaluate(method, xt, yt, batch_size=batch_size, n_samples=n_samples,
-                    generator=eval_generator(seed, after_task, task), scores=scores)
+    preds: list | None = [] if predictions is not None else None
+    res = evaluate(method, xt, yt, batch_size=batch_size, n_samples=n_samples,
+                   generator=eval_generator(seed, after_task, task), scores=scores, predictions=preds)
+    if predictions is not None:
+        predictions += [np.concatenate(preds) if preds else np.zeros(0, np.int64), np.asarray(yt)]
+    return res
 
 
 def evaluate_ood(method, ood_x: torch.Tensor, *, seed: int, after_task: int, batch_size: int = 1000,
