@@ -80,21 +80,33 @@ def seed_dir(out: str | os.PathLike, benchmark: str, method: str, seed: int) -> 
 def find_run_dirs(paths: Iterable[str | os.PathLike], *, started_only: bool = False) -> list[Path]:
     """Every run directory (one holding a ``config.json``) under ``paths``, recursively, or the path
     itself; with ``started_only`` only those that finished a task (holding a ``metrics.jsonl``).
-    Sorted, each once; FileNotFoundError naming a path that does not exist.
+    A git checkout nested below a path (a folder holding ``.git``, e.g. a worktree of the code that
+    trains the runs) is source, not runs, and is not searched. Sorted, each once; FileNotFoundError
+    naming a path that does not exist.
 
     >>> import tempfile
     >>> root = Path(tempfile.mkdtemp())
     >>> for s in (0, 1):
     ...     RunDir(seed_dir(root, "pmnist", "bimu", s)).write_json(CONFIG, {"seed": s})
     >>> RunDir(seed_dir(root, "pmnist", "bimu", 1)).write_metrics([{"task": 0}])
+    >>> RunDir(seed_dir(root / "code" / "results", "pmnist", "bimu", 2)).write_json(CONFIG, {"seed": 2})
+    >>> _ = (root / "code" / ".git").write_text("gitdir: elsewhere")
     >>> [p.name for p in find_run_dirs([root])], [p.name for p in find_run_dirs([root], started_only=True)]
     (['seed-0', 'seed-1'], ['seed-1'])
+    >>> [p.name for p in find_run_dirs([root / "code" / "results"])]
+    ['seed-2']
     """
     found: set[Path] = set()
     for p in map(Path, paths):
         if not p.exists():
             raise FileNotFoundError(f"no such run directory: {p}")
-        found.update([p] if (p / CONFIG).is_file() else (c.parent for c in p.rglob(CONFIG)))
+        if (p / CONFIG).is_file():
+            found.add(p)
+            continue
+        for here, dirs, files in os.walk(p):
+            if CONFIG in files:
+                found.add(Path(here))
+            dirs[:] = sorted(d for d in dirs if not os.path.lexists(os.path.join(here, d, ".git")))
     return sorted(d for d in found if not started_only or (d / METRICS).is_file())
 
 
