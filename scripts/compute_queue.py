@@ -1,13 +1,14 @@
 """Run the full-scale reproductions as resumable queues on one core each, cheapest runs first.
 
-    python scripts/compute_queue.py OUT [--queue pmnist|active] [--dry-run]
+    python scripts/compute_queue.py OUT [--queue pmnist|active|after-pmnist] [--dry-run]
 
 ``pmnist`` (the default): Table 1 and the memory-window rows on the 1000-task stream. ``active``: the
-active-learning entries on the stand-ins (animals-ti, objects-seq), and Table 1's MESU seeds (the
-longest single runs, started on the second core). A row belongs to one queue only: two queues with
-different OUT folders would each train it. Run each from its own frozen
-worktree and OUT, one core each. Each item is ``bimu reproduce NAME --scale full --seeds N [--rows
-ROW ...] --jobs 1 --out OUT``: a finished
+active-learning entries on the stand-ins (animals-ti, objects-seq), then Table 1's MESU seed 0 (the
+longest single run). ``after-pmnist``: what the pmnist queue's core takes up when that queue is done
+(MESU's seed 1). A run (row and seed) belongs to one queue only: two queues with different OUT folders
+would each train it. Run each from its own frozen
+worktree and OUT, one core each. Each item is ``bimu reproduce NAME --scale full --seeds N
+[--first-seed F] [--rows ROW ...] --jobs 1 --out OUT``: a finished
 run is reused as it is and an unfinished one resumes after its last completed task, so stopping this
 script (or losing the machine) and starting it again continues where it stopped. One queue at a time
 works in an OUT: the script holds ``OUT/.queue.lock`` and hands it to each item's process, so a second
@@ -85,12 +86,16 @@ ACTIVE = [
     ("animals-al", None, 3),
     ("openloris-al", None, 3),
     # Table 1's MESU row (issue: at least one seed, a second if compute allows): one 6e7-step stream
-    # (~21 h), after the active-learning figures (~12 h of runs of a minute or two), so that those finish
-    # first while MESU still ends about when the pmnist queue does (~30 h); it resumes at its last task
+    # (~21 h) a seed, seed 0 here after the active-learning figures (~18 h of runs of a minute or two);
+    # seed 1 on the other core once the pmnist queue is done (AFTER_PMNIST), so the two seeds run side by side
     ("pmnist-1000", "mesu", 1),
-    ("pmnist-1000", "mesu", 2),
 ]
-QUEUES = {"pmnist": PMNIST, "active": ACTIVE}
+AFTER_PMNIST = [
+    # what the pmnist queue's core takes up when that queue is done (trained by the active queue's code):
+    # MESU's second seed, beside the active queue's first
+    ("pmnist-1000", "mesu", 1, 1),
+]
+QUEUES = {"pmnist": PMNIST, "active": ACTIVE, "after-pmnist": AFTER_PMNIST}
 QUEUE = PMNIST
 
 
@@ -100,10 +105,12 @@ def row_names(rows) -> list[str]:
     return [] if rows is None else [rows] if isinstance(rows, str) else list(rows)
 
 
-def command(out: str, name: str, rows, seeds: int) -> list[str]:
+def command(out: str, name: str, rows, seeds: int, first: int = 0) -> list[str]:
+    """The ``bimu reproduce`` command of an item ``(name, rows, seeds[, first seed])``."""
     rows = row_names(rows)
     return [sys.executable, "-m", "bimu", "reproduce", name, "--scale", "full", "--seeds", str(seeds),
-            *(["--rows", *rows] if rows else []), "--jobs", "1", "--threads", "1", "--out", out]
+            *(["--first-seed", str(first)] if first else []), *(["--rows", *rows] if rows else []),
+            "--jobs", "1", "--threads", "1", "--out", out]
 
 
 def hold_queue_lock(out: str) -> int:
@@ -133,8 +140,8 @@ def main(argv: list[str]) -> int:
     out = args[0]
     dry = "--dry-run" in argv
     lock = None if dry else hold_queue_lock(out)
-    for name, row, seeds in QUEUES[queue]:
-        cmd = command(out, name, row, seeds)
+    for name, row, *seeds in QUEUES[queue]:
+        cmd = command(out, name, row, *seeds)
         print(time.strftime("%Y-%m-%d %H:%M:%S"), " ".join(cmd[1:]), flush=True)
         if dry:
             continue

@@ -16,20 +16,22 @@
 #   bash scripts/queues.sh status       what each queue is running and the tail of its log
 #
 # pmnist: Table 1 and the memory-window rows, trained by the code at PMNIST_CODE (every run of Table 1
-# trains with the same code), in $QUEUE_ROOT/repro. active: the active-learning entries and Table 1's MESU
-# seeds, trained by the code at the commit checked out when it starts, in $QUEUE_ROOT/alrun2. The
-# queue lists are always this checkout's scripts/compute_queue.py.
+# trains with the same code), in $QUEUE_ROOT/repro; when it is done, the same core goes on with
+# after-pmnist (MESU's seed 1) in $QUEUE_ROOT/after-pmnist. active: the active-learning entries and
+# MESU's seed 0, in $QUEUE_ROOT/alrun2. active and after-pmnist train with the code at the commit checked
+# out when the queues start. The queue lists are always this checkout's scripts/compute_queue.py.
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 QUEUE_ROOT="${QUEUE_ROOT:-/work}"
 PMNIST_CODE=2298154
 PM_OUT="$QUEUE_ROOT/repro"
 AL_OUT="$QUEUE_ROOT/alrun2"
+TAIL_OUT="$QUEUE_ROOT/after-pmnist"
 KEPT="$REPO/results/reproduce-full"
 export BIMU_DATA_DIR="${BIMU_DATA_DIR:-$(cd "$REPO/../shared/data" 2>/dev/null && pwd || true)}"
 
 signal() {  # signal SIG: every queue driver and every run it started
-    for out in "$PM_OUT" "$AL_OUT"; do
+    for out in "$PM_OUT" "$AL_OUT" "$TAIL_OUT"; do
         pkill "-$1" -f "compute_queue.py $out" || true
         pkill "-$1" -f -- "--out $out\$" || true
     done
@@ -43,17 +45,17 @@ worktree() {  # worktree DIR COMMIT: a detached worktree of this repository at C
     fi
 }
 
-start_queue() {  # start_queue OUT CODE QUEUE LOG [nice]
+run_queue() {  # run_queue OUT CODE QUEUE LOG [nice]: in the foreground
     mkdir -p "$1"
     # finished runs are reused, a kept checkpoint resumes, a run trained further in OUT stays (whole run
     # directories: a stale copy is never merged file by file with a finished one)
     PYTHONPATH="$REPO/src" python "$REPO/scripts/keep_runs.py" "$KEPT" "$1" --partial > /dev/null
-    (cd "$1" && PYTHONPATH="$2/src" nohup nice -n "${5:-0}" python "$REPO/scripts/compute_queue.py" "$1" \
-        --queue "$3" >> "$4" 2>&1 &)
+    (cd "$1" && PYTHONPATH="$2/src" nice -n "${5:-0}" python "$REPO/scripts/compute_queue.py" "$1" \
+        --queue "$3" >> "$4" 2>&1)
 }
 
 keep() {
-    for out in "$PM_OUT" "$AL_OUT"; do
+    for out in "$PM_OUT" "$AL_OUT" "$TAIL_OUT"; do
         [ -d "$out/runs" ] && PYTHONPATH="$REPO/src" python "$REPO/scripts/keep_runs.py" "$out" "$KEPT" --partial
     done
     git -C "$REPO" ls-files -o --ignored --exclude-standard -- "results/reproduce-full/runs/**/checkpoint.pt" \
@@ -69,8 +71,10 @@ start)
     [ -n "$features" ] && export NUMBA_CPU_FEATURES="$features"
     worktree "$PM_OUT/code" "$PMNIST_CODE"
     worktree "$QUEUE_ROOT/wt-alrun" "$(git -C "$REPO" rev-parse HEAD)"
-    start_queue "$PM_OUT" "$PM_OUT/code" pmnist "$PM_OUT/queue.log" -10
-    start_queue "$AL_OUT" "$QUEUE_ROOT/wt-alrun" active "$AL_OUT/active.log"
+    # after-pmnist starts when the pmnist queue ends by itself (not when it is stopped)
+    (trap '' HUP; run_queue "$PM_OUT" "$PM_OUT/code" pmnist "$PM_OUT/queue.log" -10 &&
+        run_queue "$TAIL_OUT" "$QUEUE_ROOT/wt-alrun" after-pmnist "$TAIL_OUT/queue.log") > /dev/null 2>&1 &
+    (trap '' HUP; run_queue "$AL_OUT" "$QUEUE_ROOT/wt-alrun" active "$AL_OUT/active.log") > /dev/null 2>&1 &
     sleep 5
     bash "$0" status
     ;;
@@ -78,7 +82,7 @@ pause) signal STOP ;;
 resume) signal CONT ;;
 stop) signal TERM ;;
 status)
-    for log in "$PM_OUT/queue.log" "$AL_OUT/active.log"; do
+    for log in "$PM_OUT/queue.log" "$AL_OUT/active.log" "$TAIL_OUT/queue.log"; do
         echo "== $log"
         [ -f "$log" ] && grep -E '^[0-9]{4}-[0-9]{2}-[0-9]{2} ' "$log" | tail -n 1 | cut -c1-160
     done

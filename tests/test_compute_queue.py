@@ -16,23 +16,29 @@ def _queue_module():
     return load("scripts/compute_queue.py")
 
 
-def _runs(q, items) -> dict[tuple[str, str | None], int]:
-    """(reproduction, row; None: every row) -> the most seeds any item asks of it."""
-    out: dict[tuple[str, str | None], int] = {}
-    for name, rows, seeds in items:
-        for row in q.row_names(rows) or [None]:
-            out[(name, row)] = max(out.get((name, row), 0), seeds)
-    return out
+def _runs(q, items) -> set[tuple[str, str | None, int]]:
+    """(reproduction, row (None: every row), seed) of each run the items ask for."""
+    runs = set()
+    for name, rows, seeds, *first in items:
+        start = first[0] if first else 0
+        runs |= {(name, row, s) for row in q.row_names(rows) or [None] for s in range(start, start + seeds)}
+    return runs
 
 
-def test_no_run_is_in_both_queues():
+def test_no_run_is_in_two_queues():
     q = _queue_module()
-    pmnist, active = _runs(q, q.QUEUES["pmnist"]), _runs(q, q.QUEUES["active"])
-    assert set(pmnist) & set(active) == set()
-    # Table 1 at 1000 tasks: every method, with the issue's seeds
-    table1 = {row: seeds for (name, row), seeds in {**pmnist, **active}.items() if name == "pmnist-1000"}
-    assert table1 == {"sgd": 3, "ewc-online": 3, "si": 3, "ste": 2, "bimu": 2, "bayesbinn": 2,
-                      "synaptic-metaplasticity": 2, "mesu": 2}
+    assert set(q.QUEUES) == {"pmnist", "active", "after-pmnist"}
+    runs = {name: _runs(q, items) for name, items in q.QUEUES.items()}
+    every = [r for v in runs.values() for r in v]
+    assert len(every) == len(set(every))
+    # Table 1 at 1000 tasks: every method, with the issue's seeds, MESU's two seeds on two cores
+    table1: dict[str, list[int]] = {}
+    for name, row, seed in sorted(every, key=str):
+        if name == "pmnist-1000":
+            table1.setdefault(row, []).append(seed)
+    assert table1 == {"sgd": [0, 1, 2], "ewc-online": [0, 1, 2], "si": [0, 1, 2], "ste": [0, 1], "bimu": [0, 1],
+                      "bayesbinn": [0, 1], "synaptic-metaplasticity": [0, 1], "mesu": [0, 1]}
+    assert ("pmnist-1000", "mesu", 0) in runs["active"] and ("pmnist-1000", "mesu", 1) in runs["after-pmnist"]
 
 
 def test_dry_run_prints_each_command_and_an_unknown_queue_is_one_line(tmp_path):
@@ -45,7 +51,11 @@ def test_dry_run_prints_each_command_and_an_unknown_queue_is_one_line(tmp_path):
     bad = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), "--queue", "gpu"], capture_output=True,
                          text=True, cwd=ROOT)
     assert bad.returncode != 0
-    assert bad.stderr.strip() == "--queue: unknown queue 'gpu'; choose from pmnist, active"
+    assert bad.stderr.strip() == "--queue: unknown queue 'gpu'; choose from pmnist, active, after-pmnist"
+    tail = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), "--queue", "after-pmnist", "--dry-run"],
+                          capture_output=True, text=True, check=True, cwd=ROOT).stdout.splitlines()
+    assert len(tail) == 1 and tail[0].endswith(f"-m bimu reproduce pmnist-1000 --scale full --seeds 1 --first-seed 1 "
+                                               f"--rows mesu --jobs 1 --threads 1 --out {tmp_path}")
 
 
 def test_a_second_queue_in_the_same_folder_is_refused_before_any_run(tmp_path):

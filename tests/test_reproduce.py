@@ -38,9 +38,11 @@ def test_every_entry_is_a_reproduction():
 
 
 def test_seeds_and_scale_validated():
-    assert spec.seeds_of(2) == (0, 1)
+    assert spec.seeds_of(2) == (0, 1) and spec.seeds_of(1, first=1) == (1,)
     with pytest.raises(ValueError):
         spec.seeds_of(0)
+    with pytest.raises(ValueError, match="--first-seed must be >= 0"):
+        spec.seeds_of(2, first=-1)
     with pytest.raises(ValueError, match="scale"):
         entries.reproduce("memory-window", spec.Options(scale="huge"))
     with pytest.raises(ValueError, match="unknown reproduction"):
@@ -279,6 +281,12 @@ def test_dry_run_lists_runs_states_and_estimates_without_training(tmp_path, caps
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "memory-window: 4 runs (1 stopped, 3 to run)"  # left: (60 + 100) tasks x 21 s = 56 min
     assert out[-1] == "work left: 56 min of one core (+ 2 not estimated: no started run of their kind under OUT/runs)"
+    # --first-seed: seed 1 alone (another queue or machine runs seed 0), its run to do
+    assert main(["reproduce", "memory-window", "--dry-run", "--seeds", "1", "--first-seed", "1", "--out",
+                 str(tmp_path), "--rows", "bimu-N100"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[:3] == ["memory-window: 1 run (1 to run)", "row        seed  state   tasks    left",
+                      "bimu-N100  1     to run  0/100  35 min"]  # 100 tasks x 21 s, as seed 0's started run
     assert not (tmp_path / "memory-window.md").exists()  # nothing written
     assert sorted(p.name for p in (tmp_path / "runs").rglob("*") if p.is_file()) == ["config.json", "metrics.jsonl"]
     assert main(["reproduce", "openloris-al", "--dry-run", "--out", str(tmp_path)]) == 2

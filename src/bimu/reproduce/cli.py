@@ -22,13 +22,14 @@ def cli(name: str, args: argparse.Namespace, extra: Sequence[str]) -> int:
     ns = options_parser().parse_args(list(extra), namespace=argparse.Namespace(**{
         k: getattr(args, k, None) for k in ("seeds", "scale", "out", "engine", "data_dir", "threads", "jobs",
                                             "scheduler", "benchmark", "stream_repeats", "rows", "dry_run",
-                                            "from_runs")}))
+                                            "from_runs", "first_seed")}))
     scale = ns.scale or "full"
     n = ns.seeds if ns.seeds is not None else (5 if scale == "full" else 1)
     try:
         from bimu.experiments.parallel import default_jobs
 
-        opts = Options(seeds=seeds_of(n), scale=scale, out=ns.out or "reproduce", engine=ns.engine or "auto",
+        opts = Options(seeds=seeds_of(n, ns.first_seed or 0), scale=scale, out=ns.out or "reproduce",
+                       engine=ns.engine or "auto",
                        data_dir=ns.data_dir, threads=ns.threads or 1,
                        jobs=default_jobs() if ns.jobs is None else ns.jobs, benchmark=ns.benchmark,
                        stream_repeats=1 if ns.stream_repeats is None else ns.stream_repeats,

@@ -12,6 +12,9 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     """The options of ``bimu reproduce NAME`` (for the entries of :data:`~bimu.reproduce.entries.ENTRIES`)."""
     parser.add_argument("--seeds", type=int, default=None,
                         help="number of seeds: runs seeds 0..N-1 (default 5 at full scale, 1 at quick)")
+    parser.add_argument("--first-seed", type=int, default=None, metavar="F",
+                        help="run seeds F..F+N-1 instead (default 0), e.g. to share a table's seeds among "
+                             "machines or queues: --seeds 1 --first-seed 1 runs seed 1 alone")
     parser.add_argument("--scale", choices=SCALES, default="full",
                         help="full: the paper's protocol; quick: a tiny smoke test (default full)")
     parser.add_argument("--out", default=None, help="output folder for runs and tables (default ./reproduce)")

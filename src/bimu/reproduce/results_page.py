@@ -45,6 +45,8 @@ def reproduce_command(name: str, opts) -> str:
         return " ".join(parts + ["--from-runs"])
     parts = ["bimu", "reproduce", name, "--scale", opts.scale, "--seeds", str(len(opts.seeds)), "--out",
              str(opts.out)]
+    if opts.seeds and opts.seeds[0] != 0:
+        parts += ["--first-seed", str(opts.seeds[0])]
     if getattr(opts, "benchmark", None):
         parts += ["--benchmark", opts.benchmark]
     if getattr(opts, "rows", None):

@@ -6,8 +6,8 @@ An :class:`Entry` lists a table's rows; a :class:`Row` is one configuration (a
 (:func:`share_runs`). Scales: ``full`` is the paper's protocol; ``quick`` is a smoke test (2 tasks, a
 few hundred examples) whose numbers are not comparable with the paper's.
 
->>> seeds_of(3)
-(0, 1, 2)
+>>> seeds_of(3), seeds_of(2, first=3)
+((0, 1, 2), (3, 4))
 """
 
 from __future__ import annotations
@@ -61,11 +61,13 @@ def ood_auc_of(summary: dict) -> float | None:
     return v if isinstance(v, (int, float)) else auc.get("aleatoric")
 
 
-def seeds_of(n: int) -> tuple[int, ...]:
-    """``--seeds N`` -> seeds ``0..N-1``."""
+def seeds_of(n: int, first: int = 0) -> tuple[int, ...]:
+    """``--seeds N [--first-seed F]`` -> seeds ``F..F+N-1``."""
     if int(n) < 1:
         raise ValueError(f"--seeds must be >= 1, got {n}")
-    return tuple(range(int(n)))
+    if int(first) < 0:
+        raise ValueError(f"--first-seed must be >= 0, got {first}")
+    return tuple(range(int(first), int(first) + int(n)))
 
 
 @dataclasses.dataclass
