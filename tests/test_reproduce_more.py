@@ -187,7 +187,13 @@ def test_active_runs_are_reused_and_deterministic(tmp_path, quick_out):
     res = sorted((tmp_path / "runs").rglob("result.json"))
     assert len(res) == 1
     before = res[0].stat().st_mtime_ns
-    assert _quick("query-dynamics", tmp_path) == 0
+
+    def no_data(setup, opts):
+        raise AssertionError("every run is complete: no data set is loaded")
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(active_learning, "load_benchmark", no_data)
+        assert _quick("query-dynamics", tmp_path) == 0
     assert res[0].stat().st_mtime_ns == before  # reused, not rerun
     other = next((quick_out / "runs" / "quick" / "query-dynamics").rglob("result.json"), None)
     if other is not None:  # same seed, same configuration: the same result
@@ -199,6 +205,24 @@ def test_active_runs_are_reused_and_deterministic(tmp_path, quick_out):
     cfg.write_text(json.dumps(d))
     res[0].unlink()
     assert _quick("query-dynamics", tmp_path) == 1
+
+
+@needs_tiny
+def test_a_run_table_whose_runs_are_complete_loads_no_data(tmp_path, monkeypatch, capsys):
+    from bimu.experiments import runner
+
+    assert _quick("standardisation", tmp_path, "--rows", "bimu") == 0
+    first = capsys.readouterr().out
+
+    def no_data(config, seed):
+        raise AssertionError("the data were loaded")
+
+    monkeypatch.setattr(runner, "make_benchmark", no_data)
+    assert _quick("standardisation", tmp_path, "--rows", "bimu") == 0
+    assert capsys.readouterr().out == first  # the same table, read back from the runs
+    monkeypatch.undo()
+    assert _quick("standardisation", tmp_path, "--rows", "bimu", "--seeds", "2") == 0  # seed 1 to run: loads
+    assert sorted(p.parent.name for p in (tmp_path / "runs").rglob("summary.json")) == ["seed-0", "seed-1"]
 
 
 @needs_tiny

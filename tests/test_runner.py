@@ -186,6 +186,30 @@ def test_failing_seed_is_isolated_and_exit_code_nonzero(tmp_path):
     assert not RunDir(seed_dir(tmp_path, "fake-test", "bimu", 0)).exists("error.txt")  # refused: left untouched
 
 
+def test_complete_runs_are_read_back_without_loading_the_data(tmp_path, monkeypatch):
+    cfg = RunConfig.from_dict(dict(benchmark="fake-test", tasks=2, seeds=[0, 1], out=str(tmp_path)))
+    ref, code = run_experiment(cfg, progress=False, log=lambda s: None)
+    assert code == 0
+
+    def no_data(config, seed):
+        raise AssertionError("the data were loaded")
+
+    monkeypatch.setattr(runner, "make_benchmark", no_data)
+    logs = []
+    res, code = run_experiment(cfg, progress=False, log=logs.append)
+    assert code == 0 and sorted(res) == [0, 1] and all(r["skipped"] for r in res.values())
+    np.testing.assert_array_equal(res[1]["R"], ref[1]["R"])
+    assert res[1]["summary"] == json.loads(RunDir(seed_dir(tmp_path, "fake-test", "bimu", 1)).file("summary.json")
+                                           .read_text())
+    assert logs == [f"seed {s}: already complete in {RunDir(seed_dir(tmp_path, 'fake-test', 'bimu', s)).path}"
+                    for s in (0, 1)]
+    # a seed with work left, or a directory holding another configuration: the full check, with the data
+    for other in (cfg.replace(seeds=[0, 2]), cfg.replace(overrides={"memory_window": 5})):
+        with pytest.raises(AssertionError, match="the data were loaded"):
+            run_experiment(other, progress=False, log=lambda s: None)
+    assert runner.complete_runs(cfg.replace(seeds=[2])) is None
+
+
 def test_engine_selection(monkeypatch):
     cfg = RunConfig.from_dict(dict(benchmark="fake-test", engine="auto"))
     hp = cfg.resolve_hparams()[1]
@@ -229,6 +253,8 @@ def test_active_mode_with_fake_acquisition(monkeypatch, tmp_path):
         def learn_one(self, x, y):
             self.accounting["labels_queried"] += 1
             self.method.learn(x, y)
+
+    import bimu.active.blocks  # noqa: F401  the stream asks it whether a learner decides in blocks (this one does not)
 
     fake = types.ModuleType("bimu.active")
     fake.make_acquisition = lambda strategy, **kw: EveryOther(strategy, **kw)

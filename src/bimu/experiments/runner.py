@@ -134,8 +134,7 @@ def run_seed(config: RunConfig, seed: int, *, progress: bool | None = None, log=
     resolved = resolved_config(config, sizes, preset, hparams, note, engine, getattr(bench, "source", None))
     if check_run_dir(rd, resolved, hparams, method.hyperparameters, engine):
         log(f"seed {seed}: already complete in {rd.path}")
-        return {"R": rd.read_matrix(), "records": rd.read_metrics(), "summary": rd.read_json(SUMMARY),
-                "run_dir": str(rd.path), "skipped": True}
+        return _completed(rd)
     if note:
         log(f"note: {note}")
     rd.acquire_lock()
@@ -267,8 +266,51 @@ def run_experiment(config: RunConfig, *, progress: bool | None = None, log=None,
     log = log or (lambda s: print(s, file=sys.stderr, flush=True))
     torch.set_num_threads(config.threads)
     with sigterm_interrupts():
+        done = complete_runs(config)
+        if done is not None:  # nothing to train: no data loaded, no method built
+            for seed, result in done.items():
+                log(f"seed {seed}: already complete in {result['run_dir']}")
+            return done, 0
         preflight(config)
         return _run_seeds(config, progress, log, on_task_end)
+
+
+def complete_runs(config: RunConfig) -> dict[int, dict[str, Any]] | None:
+    """The results of every seed of ``config`` when each seed's run directory holds its run complete, as
+    :func:`check_run_dir` decides it (with the run's own sizes, which it does not compare), read without
+    loading the data; ``None`` when a seed has work left, or when only the full check can decide (a run
+    on an own-data file, whose SHA-256 is compared; a directory it would refuse)."""
+    config.validate()
+    from bimu.experiments.tracking import check_sinks
+
+    check_sinks(config.log_to)
+    preset, hparams, note = config.resolve_hparams()
+    declared = get_method(config.method).hyperparameters
+    out: dict[int, dict[str, Any]] = {}
+    for seed in config.seeds:
+        rd = RunDir(seed_dir(config.out, config.benchmark, config.method, seed))
+        if not (rd.exists(CONFIG) and rd.exists(SUMMARY)):
+            return None
+        old = rd.read_json(CONFIG).get("resolved", {})
+        if old.get("data_file") is not None or "sizes" not in old:
+            return None
+        engine = old.get("engine")
+        if rd.exists("checkpoint.pt"):  # the engine this config gets is compared with the checkpoint's
+            engine = make_method(config, old["sizes"], seed, hparams)[1]
+        resolved = resolved_config(config, old["sizes"], preset, hparams, note, engine)
+        try:
+            if not check_run_dir(rd, resolved, hparams, declared, engine):
+                return None
+        except RunDirRefused:
+            return None
+        out[seed] = _completed(rd)
+    return out
+
+
+def _completed(rd: RunDir) -> dict[str, Any]:
+    """The result of the complete run in ``rd``, as read back (``skipped``: not trained now)."""
+    return {"R": rd.read_matrix(), "records": rd.read_metrics(), "summary": rd.read_json(SUMMARY),
+            "run_dir": str(rd.path), "skipped": True}
 
 
 def _run_seeds(config, progress, log, on_task_end):

@@ -251,14 +251,28 @@ def run_al_rows(name: str, setup: ALSetup, rows: Sequence[ALRow], opts: Options,
 
     chosen = selected_rows(opts, name, [r.slug for r in rows])
     code = 0
-    if not opts.from_runs:
+    todo = [(row, s) for row in rows for s in opts.seeds
+            if row.slug in chosen and not is_complete(setup, opts, name, row, s)]
+    if todo and not opts.from_runs:  # every run complete: the table is read from them, no data loaded
         torch.set_num_threads(int(opts.threads))
         load_benchmark(setup, opts)  # a missing data set fails here, before any job starts
-        jobs = [Job(f"{row.slug}/seed-{s}", run_one, (setup, opts, name, row, s)) for row in rows
-                for s in opts.seeds if row.slug in chosen]
+        jobs = [Job(f"{row.slug}/seed-{s}", run_one, (setup, opts, name, row, s)) for row, s in todo]
         codes = run_jobs(jobs, opts.jobs, log=log, scheduler=opts.scheduler, shared=opts.out)
         code = max(codes.values(), default=0)
     return read_rows(setup, opts, name, rows), code
+
+
+def is_complete(setup: ALSetup, opts: Options, name: str, row: ALRow, seed: int) -> bool:
+    """Whether (row, seed) has a finished run of exactly this configuration (:func:`run_one` reuses it)."""
+    from bimu.rundir import dumps
+
+    d = run_dir_of(opts, name, row, seed)
+    if not ((d / "result.json").is_file() and (d / "config.json").is_file()):
+        return False
+    try:
+        return json.loads((d / "config.json").read_text()) == json.loads(dumps(_job_config(setup, opts, row, seed)))
+    except ValueError:  # an unreadable config.json: run_one names the problem
+        return False
 
 
 def read_rows(setup: ALSetup, opts: Options, name: str, rows: Sequence[ALRow]) -> dict[str, list[dict]]:

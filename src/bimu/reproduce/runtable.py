@@ -24,10 +24,11 @@ def run_rows(entry: Entry, opts: Options, log=None) -> tuple[list[Row], dict[str
     """Run (or reuse) every applicable row, one job per (row, seed) side by side with ``opts.jobs``
     processes or, with ``opts.scheduler``, as tasks of that Dask scheduler (completed runs are not
     sent) (:func:`~bimu.experiments.parallel.run_jobs`); returns ``(rows, summaries by row slug,
-    exit code)``. Every configuration is checked first (clear errors before any training); a failing
-    job leaves its ``error.txt`` and the others complete."""
+    exit code)``. Every configuration is checked first (clear errors before any training; a row whose
+    runs are all complete is read back without its data, :func:`~bimu.experiments.runner.complete_runs`);
+    a failing job leaves its ``error.txt`` and the others complete."""
     from bimu.experiments.parallel import Job, run_jobs
-    from bimu.experiments.runner import benchmark_module, is_complete, preflight, run_config_job
+    from bimu.experiments.runner import benchmark_module, complete_runs, is_complete, preflight, run_config_job
 
     rows = entry.rows(opts)
     chosen = selected_rows(opts, entry.name, [r.slug for r in rows])
@@ -37,6 +38,11 @@ def run_rows(entry: Entry, opts: Options, log=None) -> tuple[list[Row], dict[str
         if row.config is None or row.slug not in chosen:
             continue
         cfg = row.config.replace(out=str(row_dir(opts, entry.name, row)))
+        if complete_runs(cfg) is not None:  # every seed complete and of this configuration: no data loaded
+            done += len(cfg.seeds)
+            if log is not None:
+                log(f"{row.slug}: seeds {', '.join(map(str, cfg.seeds))} already complete in {cfg.out}")
+            continue
         preflight(cfg)
         for seed in cfg.seeds:
             if opts.scheduler is not None and is_complete(cfg, seed):
