@@ -208,6 +208,8 @@ def test_complete_runs_are_read_back_without_loading_the_data(tmp_path, monkeypa
         with pytest.raises(AssertionError, match="the data were loaded"):
             run_experiment(other, progress=False, log=lambda s: None)
     assert runner.complete_runs(cfg.replace(seeds=[2])) is None
+    RunDir(seed_dir(tmp_path, "fake-test", "bimu", 1)).file("config.json").write_text("{not json")
+    assert runner.complete_runs(cfg) is None  # a corrupt config.json: the full check names it
 
 
 def test_engine_selection(monkeypatch):

@@ -291,19 +291,19 @@ def complete_runs(config: RunConfig) -> dict[int, dict[str, Any]] | None:
         rd = RunDir(seed_dir(config.out, config.benchmark, config.method, seed))
         if not (rd.exists(CONFIG) and rd.exists(SUMMARY)):
             return None
-        old = rd.read_json(CONFIG).get("resolved", {})
-        if old.get("data_file") is not None or "sizes" not in old:
-            return None
-        engine = old.get("engine")
-        if rd.exists("checkpoint.pt"):  # the engine this config gets is compared with the checkpoint's
-            engine = make_method(config, old["sizes"], seed, hparams)[1]
-        resolved = resolved_config(config, old["sizes"], preset, hparams, note, engine)
         try:
+            old = rd.read_json(CONFIG).get("resolved", {})
+            if old.get("data_file") is not None or "sizes" not in old:
+                return None
+            engine = old.get("engine")
+            if rd.exists("checkpoint.pt"):  # the engine this config gets is compared with the checkpoint's
+                engine = make_method(config, old["sizes"], seed, hparams)[1]
+            resolved = resolved_config(config, old["sizes"], preset, hparams, note, engine)
             if not check_run_dir(rd, resolved, hparams, declared, engine):
                 return None
-        except RunDirRefused:
-            return None
-        out[seed] = _completed(rd)
+            out[seed] = _completed(rd)
+        except (RunDirRefused, ValueError, OSError, TypeError, AttributeError):
+            return None  # the full check names the problem
     return out
 
 
