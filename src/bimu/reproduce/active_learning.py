@@ -216,10 +216,10 @@ def run_one(setup: ALSetup, opts: Options, entry: str, row: ALRow, seed: int) ->
     of another configuration."""
     from bimu.experiments.sweep import run_stream
     from bimu.methods.divergence import DivergenceError
-    from bimu.rundir import ENVIRONMENT, RunDir, dumps, environment_info
+    from bimu.rundir import ENVIRONMENT, RunDir, environment_info
 
     rd = RunDir(run_dir_of(opts, entry, row, seed))
-    cfg = json.loads(dumps(_job_config(setup, opts, row, seed)))
+    cfg = _stored_config(setup, opts, row, seed)
     if rd.exists("config.json"):
         if rd.read_json("config.json") != cfg:
             raise ValueError(f"{rd.path} holds a run with a different configuration; use another --out or "
@@ -264,15 +264,20 @@ def run_al_rows(name: str, setup: ALSetup, rows: Sequence[ALRow], opts: Options,
 
 def is_complete(setup: ALSetup, opts: Options, name: str, row: ALRow, seed: int) -> bool:
     """Whether (row, seed) has a finished run of exactly this configuration (:func:`run_one` reuses it)."""
-    from bimu.rundir import dumps
-
     d = run_dir_of(opts, name, row, seed)
     if not ((d / "result.json").is_file() and (d / "config.json").is_file()):
         return False
     try:
-        return json.loads((d / "config.json").read_text()) == json.loads(dumps(_job_config(setup, opts, row, seed)))
+        return json.loads((d / "config.json").read_text()) == _stored_config(setup, opts, row, seed)
     except ValueError:  # an unreadable config.json: run_one names the problem
         return False
+
+
+def _stored_config(setup: ALSetup, opts: Options, row: ALRow, seed: int) -> dict:
+    """:func:`_job_config` as its ``config.json`` reads back (what :func:`run_one` compares and writes)."""
+    from bimu.rundir import dumps
+
+    return json.loads(dumps(_job_config(setup, opts, row, seed)))
 
 
 def read_rows(setup: ALSetup, opts: Options, name: str, rows: Sequence[ALRow]) -> dict[str, list[dict]]:
