@@ -1,12 +1,12 @@
 """Run the full-scale reproductions as resumable queues on one core each, cheapest runs first.
 
-    python scripts/compute_queue.py OUT [--queue pmnist|active|after-pmnist] [--dry-run]
+    python scripts/compute_queue.py OUT [--queue pmnist|active|mesu|after-pmnist] [--dry-run]
 
 ``pmnist`` (the default): Table 1 and the memory-window rows on the 1000-task stream. ``active``: the
-active-learning entries on the stand-ins (animals-ti, objects-seq), then Table 1's MESU seed 0 (the
-longest single run). ``after-pmnist``: what the pmnist queue's core takes up when that queue is done
-(MESU's seed 1). A run (row and seed) belongs to one queue only: two queues with different OUT folders
-would each train it. Run each from its own frozen
+active-learning entries on the stand-ins (animals-ti, objects-seq). ``mesu``: Table 1's MESU seed 0 (the
+longest single run, on a core of its own). ``after-pmnist``: what the core of the active and pmnist
+queues takes up when both are done (MESU's seed 1). A run (row and seed) belongs to one queue only:
+two queues with different OUT folders would each train it. Run each from its own frozen
 worktree and OUT, one core each. Each item is ``bimu reproduce NAME --scale full --seeds N
 [--first-seed F] [--rows ROW ...] --jobs 1 --out OUT``: a finished
 run is reused as it is and an unfinished one resumes after its last completed task, so stopping this
@@ -38,8 +38,8 @@ PMNIST = [
     *[("memory-window", f"bimu-N{n}", 2) for n in (100, 400, 1000, 1300, 1600, 1900, 100000)],
     ("memory-window", "bayesbinn-exact-ratio", 2),
     ("memory-window", "bayesbinn-away", 2),
-    # MESU's seeds (~25 h each on this machine, one sequential stream) run in the active queue, on the
-    # other core, so that the longest run starts while this queue still has work
+    # MESU's seeds (~21 h each on this machine, one sequential stream) run in the mesu and after-pmnist
+    # queues
 ]
 
 
@@ -85,17 +85,18 @@ ACTIVE = [
     ("openloris-al", _rows("openloris", _bimu), 3),
     ("animals-al", None, 3),
     ("openloris-al", None, 3),
+]
+MESU = [
     # Table 1's MESU row (issue: at least one seed, a second if compute allows): one 6e7-step stream
-    # (~21 h) a seed, seed 0 here after the active-learning figures (~18 h of runs of a minute or two);
-    # seed 1 on the other core once the pmnist queue is done (AFTER_PMNIST), so the two seeds run side by side
+    # (~21 h) a seed, the longest single run, so seed 0 has a core of its own from the start
     ("pmnist-1000", "mesu", 1),
 ]
 AFTER_PMNIST = [
-    # what the pmnist queue's core takes up when that queue is done (trained by the active queue's code):
-    # MESU's second seed, beside the active queue's first
+    # what the core of the active and pmnist queues takes up when both are done (trained by the active
+    # queue's code): MESU's second seed
     ("pmnist-1000", "mesu", 1, 1),
 ]
-QUEUES = {"pmnist": PMNIST, "active": ACTIVE, "after-pmnist": AFTER_PMNIST}
+QUEUES = {"pmnist": PMNIST, "active": ACTIVE, "mesu": MESU, "after-pmnist": AFTER_PMNIST}
 QUEUE = PMNIST
 
 

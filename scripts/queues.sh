@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The two full-scale compute queues (scripts/compute_queue.py), one core each, started, paused and kept
+# The full-scale compute queues (scripts/compute_queue.py) on the two cores, started, paused and kept
 # in the repository from one place, so that a sitting on a new machine resumes them with one command.
 #
 #   bash scripts/queues.sh start        worktrees, OUT folders seeded from results/reproduce-full/runs,
@@ -9,17 +9,20 @@
 #   bash scripts/queues.sh keep         finished runs and unfinished runs' checkpoints into
 #                                       results/reproduce-full/runs (git add -f the checkpoints)
 #   bash scripts/queues.sh checkpoint   keep, then commit the unfinished runs (with their checkpoints) alone,
-#                                       so that a sitting that ends without warning loses little; run it
-#                                       every half hour: while sleep 1800; do bash scripts/queues.sh checkpoint; done &
+#                                       each at most every CHECKPOINT_HOURS (2), none past CHECKPOINT_BUDGET_MB
+#                                       (150) of this sitting's diffs, so that a sitting that ends without
+#                                       warning loses little and its submission stays small; run it
+#                                       hourly: while sleep 3600; do bash scripts/queues.sh checkpoint; done &
 #   bash scripts/queues.sh publish      keep, then every table, al-claims and docs/results.md rebuilt from
 #                                       the runs, and `bimu report --check docs/results.md`
 #   bash scripts/queues.sh status       what each queue is running and the tail of its log
 #
-# pmnist: Table 1 and the memory-window rows, trained by the code at PMNIST_CODE (every run of Table 1
-# trains with the same code), in $QUEUE_ROOT/repro; when it is done, the same core goes on with
-# after-pmnist (MESU's seed 1) in $QUEUE_ROOT/after-pmnist. active: the active-learning entries and
-# MESU's seed 0, in $QUEUE_ROOT/alrun2. active and after-pmnist train with the code at the commit checked
-# out when the queues start. The queue lists are always this checkout's scripts/compute_queue.py.
+# One core: active (the active-learning entries, in $QUEUE_ROOT/alrun2), then pmnist (Table 1 and the
+# memory-window rows, trained by the code at PMNIST_CODE so that every run of Table 1 trains with the
+# same code, in $QUEUE_ROOT/repro), then after-pmnist (MESU's seed 1, in $QUEUE_ROOT/after-pmnist). The
+# other core: mesu (MESU's seed 0, the longest run, in $QUEUE_ROOT/mesu). All but pmnist train with the
+# code at the commit checked out when the queues start. The queue lists are always this checkout's
+# scripts/compute_queue.py.
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 QUEUE_ROOT="${QUEUE_ROOT:-/work}"
@@ -27,11 +30,12 @@ PMNIST_CODE=2298154
 PM_OUT="$QUEUE_ROOT/repro"
 AL_OUT="$QUEUE_ROOT/alrun2"
 TAIL_OUT="$QUEUE_ROOT/after-pmnist"
+MESU_OUT="$QUEUE_ROOT/mesu"
 KEPT="$REPO/results/reproduce-full"
 export BIMU_DATA_DIR="${BIMU_DATA_DIR:-$(cd "$REPO/../shared/data" 2>/dev/null && pwd || true)}"
 
 signal() {  # signal SIG: every queue driver and every run it started
-    for out in "$PM_OUT" "$AL_OUT" "$TAIL_OUT"; do
+    for out in "$PM_OUT" "$AL_OUT" "$TAIL_OUT" "$MESU_OUT"; do
         pkill "-$1" -f "compute_queue.py $out" || true
         pkill "-$1" -f -- "--out $out\$" || true
     done
@@ -55,15 +59,24 @@ run_queue() {  # run_queue OUT CODE QUEUE LOG [nice]: in the foreground
 }
 
 keep() {
-    for out in "$PM_OUT" "$AL_OUT" "$TAIL_OUT"; do
-        [ -d "$out/runs" ] && PYTHONPATH="$REPO/src" python "$REPO/scripts/keep_runs.py" "$out" "$KEPT" --partial
+    for out in "$PM_OUT" "$AL_OUT" "$TAIL_OUT" "$MESU_OUT"; do
+        [ -d "$out/runs" ] && PYTHONPATH="$REPO/src" python "$REPO/scripts/keep_runs.py" "$out" "$KEPT" --partial --compact
     done
     git -C "$REPO" ls-files -o --ignored --exclude-standard -- "results/reproduce-full/runs/**/checkpoint.pt" \
         | sed 's/^/unfinished, add with git add -f: /'
 }
 
+diff_bytes() {  # the text diffs of every commit of this sitting, added up (what a submission may hold)
+    base=$(cat "$(git -C "$REPO" rev-parse --git-dir)/bimu-sitting-base" 2>/dev/null || true)
+    [ -n "$base" ] || { echo 0; return; }
+    git -C "$REPO" log --text -p --format= "$base..HEAD" | wc -c
+}
+
 case "${1:-}" in
 start)
+    # the commit this sitting started from, once per clone: what `checkpoint` counts its diffs against
+    sitting="$(git -C "$REPO" rev-parse --git-dir)/bimu-sitting-base"
+    [ -s "$sitting" ] || git -C "$REPO" rev-parse HEAD > "$sitting"
     echo 0 > /proc/sys/kernel/sched_autogroup_enabled 2>/dev/null || true  # nice applies across sessions
     # 512-bit vectors where the processor has them, also for the frozen pmnist code, which predates
     # bimu.vectors (the same bits either way: tests/test_vectors.py)
@@ -71,10 +84,12 @@ start)
     [ -n "$features" ] && export NUMBA_CPU_FEATURES="$features"
     worktree "$PM_OUT/code" "$PMNIST_CODE"
     worktree "$QUEUE_ROOT/wt-alrun" "$(git -C "$REPO" rev-parse HEAD)"
-    # after-pmnist starts when the pmnist queue ends by itself (not when it is stopped)
-    (trap '' HUP; run_queue "$PM_OUT" "$PM_OUT/code" pmnist "$PM_OUT/queue.log" -10 &&
+    # MESU, the longest run, before the developer's work on its core; each queue of the chain starts
+    # when the one before it ends by itself (not when it is stopped)
+    (trap '' HUP; run_queue "$AL_OUT" "$QUEUE_ROOT/wt-alrun" active "$AL_OUT/active.log" &&
+        run_queue "$PM_OUT" "$PM_OUT/code" pmnist "$PM_OUT/queue.log" &&
         run_queue "$TAIL_OUT" "$QUEUE_ROOT/wt-alrun" after-pmnist "$TAIL_OUT/queue.log") > /dev/null 2>&1 &
-    (trap '' HUP; run_queue "$AL_OUT" "$QUEUE_ROOT/wt-alrun" active "$AL_OUT/active.log") > /dev/null 2>&1 &
+    (trap '' HUP; run_queue "$MESU_OUT" "$QUEUE_ROOT/wt-alrun" mesu "$MESU_OUT/queue.log" -10) > /dev/null 2>&1 &
     sleep 5
     bash "$0" status
     ;;
@@ -82,7 +97,7 @@ pause) signal STOP ;;
 resume) signal CONT ;;
 stop) signal TERM ;;
 status)
-    for log in "$PM_OUT/queue.log" "$AL_OUT/active.log" "$TAIL_OUT/queue.log"; do
+    for log in "$AL_OUT/active.log" "$PM_OUT/queue.log" "$TAIL_OUT/queue.log" "$MESU_OUT/queue.log"; do
         echo "== $log"
         [ -f "$log" ] && grep -E '^[0-9]{4}-[0-9]{2}-[0-9]{2} ' "$log" | tail -n 1 | cut -c1-160
     done
@@ -94,9 +109,22 @@ checkpoint)
     cd "$REPO"
     # runs whose checkpoint is on disk now: a run that has finished since its last checkpoint commit
     # (checkpoint deleted, summary written) waits for publish, which rebuilds the page from it
+    # each run's checkpoint at most every CHECKPOINT_HOURS, and none once this sitting's commits add up
+    # to CHECKPOINT_BUDGET_MB of text diffs (a submission may hold 256 MiB; finished runs and code need
+    # the rest)
+    spent=$(diff_bytes)
+    if [ "$spent" -gt $(( ${CHECKPOINT_BUDGET_MB:-150} * 1048576 )) ]; then
+        echo "no checkpoint committed: this sitting's commits already hold $((spent / 1048576)) MB of diffs"
+        exit 0
+    fi
+    now=$(date +%s)
     mapfile -t dirs < <(git ls-files -o -i -c --exclude-standard -- "results/reproduce-full/runs/**/checkpoint.pt" \
-        | sort -u | while read -r f; do [ -f "$f" ] && dirname "$f"; done)
-    [ "${#dirs[@]}" -eq 0 ] && { echo "no unfinished run"; exit 0; }
+        | sort -u | while read -r f; do
+            [ -f "$f" ] || continue
+            last=$(git log -1 --format=%ct -- "$f")
+            [ $(( now - ${last:-0} )) -ge $(( ${CHECKPOINT_HOURS:-2} * 3600 )) ] && dirname "$f"
+        done)
+    [ "${#dirs[@]}" -eq 0 ] && { echo "no unfinished run due"; exit 0; }
     git add -f -- "${dirs[@]}"
     for i in 1 2 3 4 5 6; do  # the developer's own git command may hold the index for a moment
         git commit -q --only -m "runs: checkpoints of the unfinished runs, to resume them on another machine" \

@@ -83,9 +83,10 @@ def test_bimu_commands_exit_2_on_a_malicious_checkpoint(run_with_malicious_check
     assert not (tmp_path / "edge").exists()
 
 
-def test_unreadable_checkpoint_is_one_line_naming_the_file(tmp_path):
+@pytest.mark.parametrize("content", [b"not a torch file", b"task 10"])  # the second: a legacy pickle's stack error
+def test_unreadable_checkpoint_is_one_line_naming_the_file(tmp_path, content):
     bad = tmp_path / "checkpoint.pt"
-    bad.write_bytes(b"not a torch file")
+    bad.write_bytes(content)
     with pytest.raises(CheckpointError, match=r"checkpoint\.pt: cannot read the checkpoint") as e:
         load_checkpoint_file(bad)
     assert "\n" not in str(e.value)

@@ -109,3 +109,80 @@ def test_an_unfinished_run_with_more_tasks_is_never_replaced_by_a_newer_file_wit
     assert (dst / "runs" / rel / "checkpoint.pt").read_text() == "task 240"
     assert [line.split()[0] for line in keep_runs.keep(dst, src, partial=True)] == ["partial"]
     assert (src / "runs" / rel / "checkpoint.pt").read_text() == "task 240"
+
+
+def test_compact_copies_leave_out_what_the_metrics_rebuild_and_a_plain_copy_restores_it(tmp_path):
+    """Into the repository (``--compact``) an unfinished run goes without ``accuracy_matrix.npy`` and
+    with a checkpoint without its matrix; the run resumes from that copy to the same numbers as an
+    uninterrupted run, and a plain copy back has the original matrix file and checkpoint matrix again."""
+    import numpy as np
+    import pytest
+    from bimu.methods import create_method
+    from bimu.rundir import RunDir, load_checkpoint_file
+    from bimu.experiments.stream import run_stream
+    from test_runner_fakes import N_CLASSES, N_FEATURES, FakeBenchmark, strip_timing
+
+    class Crash(Exception):
+        pass
+
+    def crash_after_1(t):
+        if t == 1:
+            raise Crash
+
+    def method():
+        return create_method("bimu", [N_FEATURES, N_CLASSES], 2, preset="pmnist-100")
+
+    b = FakeBenchmark(n_tasks=4)
+    full = run_stream(b, method(), seed=2, run_dir=tmp_path / "full", progress=False)
+    rel = "full/fake/bimu/seed-2"
+    computing, repo, back = tmp_path / "computing", tmp_path / "repo", tmp_path / "back"
+    with pytest.raises(Crash):
+        run_stream(b, method(), seed=2, run_dir=computing / "runs" / rel, progress=False, on_task_end=crash_after_1)
+    RunDir(computing / "runs" / rel).write_json("config.json", {"tasks": 4})
+    assert [line.split()[0] for line in keep_runs.keep(computing, repo, partial=True, compact=True)] == ["partial"]
+    kept = repo / "runs" / rel
+    assert sorted(p.name for p in kept.iterdir()) == ["accuracy_matrix.csv", "checkpoint.pt", "config.json",
+                                                      "metrics.jsonl"]
+    original = computing / "runs" / rel / "checkpoint.pt"
+    assert "R" not in load_checkpoint_file(kept / "checkpoint.pt")
+    assert (kept / "checkpoint.pt").stat().st_size < original.stat().st_size
+    np.testing.assert_array_equal(RunDir(kept).read_matrix(), np.load(computing / "runs" / rel / "accuracy_matrix.npy"))
+    assert keep_runs.keep(computing, repo, partial=True, compact=True) == []  # the same progress: kept as it is
+
+    assert [line.split()[0] for line in keep_runs.keep(repo, back, partial=True)] == ["partial"]
+    restored = back / "runs" / rel
+    assert (restored / "accuracy_matrix.npy").read_bytes() == (computing / "runs" / rel / "accuracy_matrix.npy").read_bytes()
+    np.testing.assert_array_equal(load_checkpoint_file(restored / "checkpoint.pt")["R"], load_checkpoint_file(original)["R"])
+
+    res = run_stream(b, method(), seed=2, run_dir=kept, progress=False)  # resumes from the compact copy itself
+    np.testing.assert_array_equal(res["R"], full["R"])
+    assert strip_timing(res["records"]) == strip_timing(full["records"])
+
+
+def test_a_finished_run_kept_compact_is_the_same_run_as_its_full_copy(tmp_path):
+    import numpy as np
+    from bimu.rundir import RunDir, matrix_from_records
+
+    src, repo = tmp_path / "src", tmp_path / "repo"
+    recs = [{"task": 0, "evaluated": {"0": 0.5}}, {"task": 1, "evaluated": {"0": 0.25, "1": 1 / 3}}]
+    d = _run(src, "full/pmnist-1000/sgd/seed-0", {"config.json": '{"tasks": 2}', "summary.json": '{"complete": true, "n_tasks": 2}',
+                                                  "metrics.jsonl": "".join(json.dumps(r) + "\n" for r in recs)})
+    RunDir(d).write_matrix(matrix_from_records(2, recs))
+    assert [line.split()[0] for line in keep_runs.keep(src, repo, partial=False, compact=True)] == ["finished"]
+    kept = repo / "runs/full/pmnist-1000/sgd/seed-0"
+    assert not (kept / "accuracy_matrix.npy").exists()
+    assert RunDir(kept).read_matrix()[1, 1] == 1 / 3  # full precision, not the CSV's six decimals
+    assert keep_runs.keep(src, repo, partial=False, compact=True) == []  # the same run, no conflict
+    # a matrix the metrics do not rebuild is kept as it is
+    other = _run(src, "full/pmnist-1000/sgd/seed-1", {"config.json": '{"tasks": 2}', "summary.json": '{"complete": true, "n_tasks": 2}',
+                                                      "metrics.jsonl": json.dumps(recs[0]) + "\n"})
+    RunDir(other).write_matrix(matrix_from_records(2, recs))
+    keep_runs.keep(src, repo, partial=False, compact=True)
+    assert (repo / "runs/full/pmnist-1000/sgd/seed-1/accuracy_matrix.npy").exists()
+
+
+def test_a_checkpoint_that_cannot_be_read_is_copied_as_it_is(tmp_path):
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    _run(src, "full/pmnist-1000/sgd/seed-1", {"config.json": "{}", "checkpoint.pt": "not a checkpoint"})
+    keep_runs.keep(src, dst, partial=True, compact=True)
+    assert (dst / "runs/full/pmnist-1000/sgd/seed-1/checkpoint.pt").read_text() == "not a checkpoint"

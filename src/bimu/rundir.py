@@ -218,9 +218,30 @@ class RunDir:
         atomic_write_bytes(self.file(MATRIX_NPY), buf.getvalue())
         atomic_write_text(self.file(MATRIX_CSV), matrix_csv(R))
 
+    def has_matrix(self) -> bool:
+        """Whether :meth:`read_matrix` has something to read: ``accuracy_matrix.npy``, or
+        ``metrics.jsonl`` with the number of tasks in ``summary.json`` or ``config.json``."""
+        return self.exists(MATRIX_NPY) or (self.exists(METRICS) and self.n_tasks() is not None)
+
+    def n_tasks(self) -> int | None:
+        """The stream's number of tasks, from ``summary.json`` or ``config.json`` (``None``: neither says)."""
+        for name, key in ((SUMMARY, "n_tasks"), (CONFIG, "tasks")):
+            if self.exists(name):
+                n = self.read_json(name).get(key)
+                if isinstance(n, int) and not isinstance(n, bool):
+                    return n
+        return None
+
     def read_matrix(self) -> np.ndarray:
-        """The accuracy matrix from ``accuracy_matrix.npy``."""
-        return np.load(self.file(MATRIX_NPY))
+        """The accuracy matrix: ``accuracy_matrix.npy``, or where a kept copy of the run leaves it out,
+        the same matrix rebuilt exactly from ``metrics.jsonl`` (:func:`matrix_from_records`)."""
+        if self.exists(MATRIX_NPY) or not self.exists(METRICS):
+            return np.load(self.file(MATRIX_NPY))
+        n = self.n_tasks()
+        if n is None:
+            raise FileNotFoundError(f"{self.file(MATRIX_NPY)}: missing, and neither summary.json nor "
+                                    "config.json says how many tasks the stream has")
+        return matrix_from_records(n, self.read_metrics())
 
     def save_checkpoint(self, state: Mapping[str, Any]) -> None:
         """Atomically write the checkpoint (:func:`checkpoint_bytes`)."""
@@ -334,6 +355,48 @@ def matrix_csv(R) -> str:
     return "\n".join(lines) + "\n"
 
 
+def matrix_from_records(n_tasks: int, records: Iterable[Mapping[str, Any]]) -> np.ndarray:
+    """The accuracy matrix that a stream's records describe: ``R[t, j]`` is the accuracy on task ``j``
+    that record ``t`` evaluated (its ``evaluated`` entry ``str(j)``), NaN where nothing was evaluated.
+    The records hold every cell the stream wrote, at full precision, so this is the stream's matrix.
+
+    >>> matrix_from_records(2, [{"task": 0, "evaluated": {"0": 0.5}},
+    ...                         {"task": 1, "evaluated": {"0": 0.25, "1": 1.0}}]).tolist()
+    [[0.5, nan], [0.25, 1.0]]
+    """
+    from bimu import metrics
+
+    R = metrics.new_accuracy_matrix(n_tasks)
+    for rec in records:
+        t = int(rec["task"])
+        if not 0 <= t < n_tasks:
+            raise ValueError(f"a record is for task {t}, outside a stream of {n_tasks} tasks")
+        for j, acc in rec.get("evaluated", {}).items():
+            R[t, int(j)] = float(acc)
+    return R
+
+
+def compact_checkpoint(state: Mapping[str, Any]) -> dict[str, Any]:
+    """``state`` (a stream's checkpoint) without its accuracy matrix ``R``, which its ``records``
+    rebuild exactly (:func:`full_checkpoint`): a 1000-task checkpoint shrinks from about 10 MB to 1 MB,
+    which is how the repository keeps the checkpoints of unfinished runs."""
+    out = dict(state)
+    if "R" in out and "records" in out and "n_tasks" in out:
+        R = np.asarray(out["R"], dtype=np.float64)
+        if np.array_equal(R, matrix_from_records(int(out["n_tasks"]), out["records"]), equal_nan=True):
+            del out["R"]
+    return out
+
+
+def full_checkpoint(state: Mapping[str, Any]) -> dict[str, Any]:
+    """Inverse of :func:`compact_checkpoint`: ``state`` with its accuracy matrix ``R`` rebuilt from its
+    records where it has none (a checkpoint that has one is returned as it is)."""
+    out = dict(state)
+    if "R" not in out and "records" in out and "n_tasks" in out:
+        out["R"] = matrix_from_records(int(out["n_tasks"]), out["records"])
+    return out
+
+
 # ------------------------------------------------------------------------------- checkpoint files
 class CheckpointError(ValueError):
     """A checkpoint file that is refused (it would need more than tensors and plain values to load) or
@@ -428,7 +491,8 @@ def load_checkpoint_file(path: str | os.PathLike) -> dict[str, Any]:
             state = torch.load(path, map_location="cpu", weights_only=True)
     except FileNotFoundError:
         raise
-    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, TypeError, AttributeError, OSError) as e:
+    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, TypeError, AttributeError, OSError,
+            IndexError, KeyError) as e:
         try:
             with torch.serialization.safe_globals(_numpy_allowlist()):
                 unsafe = torch.serialization.get_unsafe_globals_in_checkpoint(path)

@@ -54,7 +54,7 @@ import torch
 from bimu import metrics
 from bimu.experiments.progress import Progress
 from bimu.methods.divergence import DivergenceError
-from bimu.rundir import RunDir, RunDirRefused
+from bimu.rundir import RunDir, RunDirRefused, full_checkpoint
 from bimu.experiments.schedule import EvalSchedule
 
 CHECKPOINT_FORMAT = 1
@@ -385,8 +385,8 @@ def _run_stream(benchmark, method, schedule, seed, n_tasks, run_dir, progress, l
             method.load_state_dict(ckpt["method_state"])
             if learner is not None:
                 learner.load_state_dict(ckpt["learner_state"])
-            R = np.asarray(ckpt["R"], dtype=np.float64).copy()
             records = list(ckpt["records"])
+            R = np.asarray(full_checkpoint(ckpt)["R"], dtype=np.float64).copy()
             start = int(ckpt["task"]) + 1
             # the checkpoint is the record of progress: metrics and matrix say what it holds
             rd.write_metrics(records)

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from bimu.paper import TABLE1, cells
-from bimu.rundir import CONFIG, MATRIX_NPY, SUMMARY, RunDir, find_run_dirs
+from bimu.rundir import CONFIG, SUMMARY, RunDir, find_run_dirs
 
 _ALIASES = {"ewc": "ewc-online", "ewc_online": "ewc-online", "synmeta": "synaptic-metaplasticity",
             "syn-meta": "synaptic-metaplasticity"}
@@ -49,7 +49,7 @@ def load_run(path: str | os.PathLike) -> dict[str, Any]:
     rd = RunDir(path)
     p = rd.path
     cfg = rd.read_json(CONFIG)
-    R = rd.read_matrix() if rd.exists(MATRIX_NPY) else None
+    R = rd.read_matrix() if rd.has_matrix() else None
     recs = rd.read_metrics()
     summ = rd.read_json(SUMMARY) if rd.exists(SUMMARY) else None
     seed = summ.get("seed") if summ else None
