@@ -4,8 +4,8 @@
 
 ``pmnist`` (the default): Table 1 and the memory-window rows on the 1000-task stream. ``active``: the
 active-learning entries on the stand-ins (animals-ti, objects-seq). ``mesu``: Table 1's MESU seed 0 (the
-longest single run, on a core of its own). ``after-pmnist``: what the core of the active and pmnist
-queues takes up when both are done (MESU's seed 1). A run (row and seed) belongs to one queue only:
+longest single run, on a core of its own). ``after-pmnist``: what the mesu queue's core takes up when
+that queue is done (MESU's seed 1). A run (row and seed) belongs to one queue only:
 two queues with different OUT folders would each train it. Run each from its own frozen
 worktree and OUT, one core each. Each item is ``bimu reproduce NAME --scale full --seeds N
 [--first-seed F] [--rows ROW ...] --jobs 1 --out OUT``: a finished
@@ -92,8 +92,8 @@ MESU = [
     ("pmnist-1000", "mesu", 1),
 ]
 AFTER_PMNIST = [
-    # what the core of the active and pmnist queues takes up when both are done (trained by the active
-    # queue's code): MESU's second seed
+    # what the mesu queue's core takes up when that queue is done (trained by the active queue's code):
+    # MESU's second seed
     ("pmnist-1000", "mesu", 1, 1),
 ]
 QUEUES = {"pmnist": PMNIST, "active": ACTIVE, "mesu": MESU, "after-pmnist": AFTER_PMNIST}

@@ -19,9 +19,9 @@
 #
 # One core: active (the active-learning entries, in $QUEUE_ROOT/alrun2), then pmnist (Table 1 and the
 # memory-window rows, trained by the code at PMNIST_CODE so that every run of Table 1 trains with the
-# same code, in $QUEUE_ROOT/repro), then after-pmnist (MESU's seed 1, in $QUEUE_ROOT/after-pmnist). The
-# other core: mesu (MESU's seed 0, the longest run, in $QUEUE_ROOT/mesu). All but pmnist train with the
-# code at the commit checked out when the queues start. The queue lists are always this checkout's
+# same code, in $QUEUE_ROOT/repro). The other core: mesu (MESU's seed 0, the longest run, in
+# $QUEUE_ROOT/mesu), then after-pmnist (MESU's seed 1, in $QUEUE_ROOT/after-pmnist). All but pmnist
+# train with the code at the commit checked out when the queues start. The queue lists are always this checkout's
 # scripts/compute_queue.py.
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
@@ -87,9 +87,9 @@ start)
     # MESU, the longest run, before the developer's work on its core; each queue of the chain starts
     # when the one before it ends by itself (not when it is stopped)
     (trap '' HUP; run_queue "$AL_OUT" "$QUEUE_ROOT/wt-alrun" active "$AL_OUT/active.log" &&
-        run_queue "$PM_OUT" "$PM_OUT/code" pmnist "$PM_OUT/queue.log" &&
-        run_queue "$TAIL_OUT" "$QUEUE_ROOT/wt-alrun" after-pmnist "$TAIL_OUT/queue.log") > /dev/null 2>&1 &
-    (trap '' HUP; run_queue "$MESU_OUT" "$QUEUE_ROOT/wt-alrun" mesu "$MESU_OUT/queue.log" -10) > /dev/null 2>&1 &
+        run_queue "$PM_OUT" "$PM_OUT/code" pmnist "$PM_OUT/queue.log") > /dev/null 2>&1 &
+    (trap '' HUP; run_queue "$MESU_OUT" "$QUEUE_ROOT/wt-alrun" mesu "$MESU_OUT/queue.log" -10 &&
+        run_queue "$TAIL_OUT" "$QUEUE_ROOT/wt-alrun" after-pmnist "$TAIL_OUT/queue.log" -10) > /dev/null 2>&1 &
     sleep 5
     bash "$0" status
     ;;
