@@ -20,8 +20,9 @@
 # One core: active (the active-learning entries, in $QUEUE_ROOT/alrun2), then pmnist (Table 1 and the
 # memory-window rows, trained by the code at PMNIST_CODE so that every run of Table 1 trains with the
 # same code, in $QUEUE_ROOT/repro). The other core: mesu (MESU's seed 0, the longest run, in
-# $QUEUE_ROOT/mesu), then after-pmnist (MESU's seed 1, in $QUEUE_ROOT/after-pmnist). All but pmnist
-# train with the code at the commit checked out when the queues start. The queue lists are always this checkout's
+# $QUEUE_ROOT/mesu), then pmnist-b (Table 1's Syn. Meta. seed 1, the pmnist queue's code, in
+# $QUEUE_ROOT/repro-b), then after-pmnist (MESU's seed 1, in $QUEUE_ROOT/after-pmnist). All but pmnist
+# and pmnist-b train with the code at the commit checked out when the queues start. The queue lists are always this checkout's
 # scripts/compute_queue.py.
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
@@ -31,11 +32,12 @@ PM_OUT="$QUEUE_ROOT/repro"
 AL_OUT="$QUEUE_ROOT/alrun2"
 TAIL_OUT="$QUEUE_ROOT/after-pmnist"
 MESU_OUT="$QUEUE_ROOT/mesu"
+PMB_OUT="$QUEUE_ROOT/repro-b"
 KEPT="$REPO/results/reproduce-full"
 export BIMU_DATA_DIR="${BIMU_DATA_DIR:-$(cd "$REPO/../shared/data" 2>/dev/null && pwd || true)}"
 
 signal() {  # signal SIG: every queue driver and every run it started
-    for out in "$PM_OUT" "$AL_OUT" "$TAIL_OUT" "$MESU_OUT"; do
+    for out in "$PM_OUT" "$AL_OUT" "$TAIL_OUT" "$MESU_OUT" "$PMB_OUT"; do
         pkill "-$1" -f "compute_queue.py $out" || true
         pkill "-$1" -f -- "--out $out\$" || true
     done
@@ -59,7 +61,7 @@ run_queue() {  # run_queue OUT CODE QUEUE LOG [nice]: in the foreground
 }
 
 keep() {
-    for out in "$PM_OUT" "$AL_OUT" "$TAIL_OUT" "$MESU_OUT"; do
+    for out in "$PM_OUT" "$AL_OUT" "$TAIL_OUT" "$MESU_OUT" "$PMB_OUT"; do
         [ -d "$out/runs" ] && PYTHONPATH="$REPO/src" python "$REPO/scripts/keep_runs.py" "$out" "$KEPT" --partial --compact
     done
     git -C "$REPO" ls-files -o --ignored --exclude-standard -- "results/reproduce-full/runs/**/checkpoint.pt" \
@@ -89,6 +91,7 @@ start)
     (trap '' HUP; run_queue "$AL_OUT" "$QUEUE_ROOT/wt-alrun" active "$AL_OUT/active.log" &&
         run_queue "$PM_OUT" "$PM_OUT/code" pmnist "$PM_OUT/queue.log") > /dev/null 2>&1 &
     (trap '' HUP; run_queue "$MESU_OUT" "$QUEUE_ROOT/wt-alrun" mesu "$MESU_OUT/queue.log" -10 &&
+        run_queue "$PMB_OUT" "$PM_OUT/code" pmnist-b "$PMB_OUT/queue.log" -10 &&
         run_queue "$TAIL_OUT" "$QUEUE_ROOT/wt-alrun" after-pmnist "$TAIL_OUT/queue.log" -10) > /dev/null 2>&1 &
     sleep 5
     bash "$0" status
@@ -97,7 +100,7 @@ pause) signal STOP ;;
 resume) signal CONT ;;
 stop) signal TERM ;;
 status)
-    for log in "$AL_OUT/active.log" "$PM_OUT/queue.log" "$TAIL_OUT/queue.log" "$MESU_OUT/queue.log"; do
+    for log in "$AL_OUT/active.log" "$PM_OUT/queue.log" "$MESU_OUT/queue.log" "$PMB_OUT/queue.log" "$TAIL_OUT/queue.log"; do
         echo "== $log"
         [ -f "$log" ] && grep -E '^[0-9]{4}-[0-9]{2}-[0-9]{2} ' "$log" | tail -n 1 | cut -c1-160
     done
