@@ -3,21 +3,24 @@
     python scripts/compute_queue.py OUT [--queue pmnist|active|mesu|pmnist-b|after-pmnist] [--dry-run]
 
 ``pmnist`` (the default): Table 1 and the memory-window rows on the 1000-task stream. ``active``: the
-active-learning entries on the stand-ins (animals-ti, objects-seq). ``mesu``: Table 1's MESU seed 0 (the
-longest single run, on a core of its own). ``pmnist-b``: what the mesu queue's core takes up when that
-queue is done (Table 1's Syn. Meta. seed 1, trained by the pmnist queue's code), then
-``after-pmnist`` (MESU's seed 1). A run (row and seed) belongs to one queue only:
-two queues with different OUT folders would each train it. Run each from its own frozen
-worktree and OUT, one core each. Each item is ``bimu reproduce NAME --scale full --seeds N
-[--first-seed F] [--rows ROW ...] --jobs 1 --out OUT``: a finished
-run is reused as it is and an unfinished one resumes after its last completed task, so stopping this
-script (or losing the machine) and starting it again continues where it stopped. One queue at a time
-works in an OUT: the script holds ``OUT/.queue.lock`` and hands it to each item's process, so a second
-start is refused while the first, or an item it started, still runs (a stopped script's item would
-otherwise go on beside the new script's next one). ``bash scripts/queues.sh start`` starts both queues,
-each from a frozen worktree (so that every run of a table trains with the same code) and an OUT seeded
-with the runs kept in ``results/reproduce-full/runs``; ``bash scripts/queues.sh keep`` copies what they
-finished, and the checkpoints of what they have not, back into the repository.
+active-learning entries on the stand-ins (animals-ti, objects-seq). ``mesu``: Table 1's MESU seed 0
+(the longest single run, on a core of its own). ``pmnist-b``: what the mesu queue's core takes up
+when that queue is done (Table 1's Syn. Meta. seed 1, trained by the pmnist queue's code), then
+``after-pmnist`` (MESU's seed 1). A run (row and seed) belongs to one queue only: two queues with
+different OUT folders would each train it. Run each from its own frozen worktree and OUT, one core
+each.
+
+Each item is ``bimu reproduce NAME --scale full --seeds N [--first-seed F] [--rows ROW ...] --jobs 1
+--out OUT``, or a probe (a run that tests a cause of a gap: ``bimu run ARGS --out
+OUT/runs/probes/NAME``). A finished run is reused as it is and an unfinished one resumes after its
+last completed task, so stopping this script (or losing the machine) and starting it again continues
+where it stopped. One queue at a time works in an OUT: the script holds ``OUT/.queue.lock`` and hands
+it to each item's process, so a second start is refused while the first, or an item it started,
+still runs (a stopped script's item would otherwise go on beside the new script's next one).
+``bash scripts/queues.sh start`` starts the queues, each from a frozen worktree (so that every run of
+a table trains with the same code) and an OUT seeded with the runs kept in
+``results/reproduce-full/runs``; ``bash scripts/queues.sh keep`` copies what they finished, and the
+checkpoints of what they have not, back into the repository.
 """
 
 import fcntl
@@ -26,6 +29,9 @@ import subprocess
 import sys
 import time
 
+PMNIST_1000 = ["pmnist", "--tasks", "1000", "--seeds", "0", "--hidden", "100", "--eval-last-every", "1",
+               "--eval-final", "all"]
+"""A probe's ``bimu run`` arguments for Table 1's protocol (its rows' configuration), seed 0."""
 PMNIST = [
     # (reproduction, row, seeds); one seed of the 1000-task stream is 6e7 steps
     ("pmnist-1000", "sgd", 3),  # ~0.4 h a seed
@@ -35,10 +41,16 @@ PMNIST = [
     ("pmnist-1000", "bimu", 2),  # ~3 h
     ("pmnist-1000", "bayesbinn", 2),  # ~2.9 h
     ("pmnist-1000", "synaptic-metaplasticity", 1),  # ~3.9 h; seed 1 in PMNIST_B
+    # Table 1's BayesBiNN row with the paper code's prior sign (bimu's compatibility switch), seed 0: does
+    # it explain the row's 1000-task gap? (~5.5 h)
+    ("probe", "bayesbinn-away-1000", [*PMNIST_1000, "--method", "bayesbinn", "--set", "prior_direction=away"]),
     # the memory-window rows whose runs are not in the repository (~18 min a seed)
     *[("memory-window", f"bimu-N{n}", 2) for n in (100, 400, 1000, 1300, 1600, 1900, 100000)],
     ("memory-window", "bayesbinn-exact-ratio", 2),
     ("memory-window", "bayesbinn-away", 2),
+    # Table 1's BiMU row in the paper code's file order (every task unshuffled), seed 0: the untried test of
+    # the row's BWT gap (~6.7 h)
+    ("probe", "bimu-unshuffled-1000", [*PMNIST_1000, "--method", "bimu", "--option", "unshuffled_order=true"]),
     # MESU's seeds (~21 h each on this machine, one sequential stream) run in the mesu and after-pmnist
     # queues
 ]
@@ -112,8 +124,12 @@ def row_names(rows) -> list[str]:
     return [] if rows is None else [rows] if isinstance(rows, str) else list(rows)
 
 
-def command(out: str, name: str, rows, seeds: int, first: int = 0) -> list[str]:
-    """The ``bimu reproduce`` command of an item ``(name, rows, seeds[, first seed])``."""
+def command(out: str, name: str, rows, seeds=1, first: int = 0) -> list[str]:
+    """The command of an item: ``bimu reproduce`` for ``(name, rows, seeds[, first seed])``; ``bimu run``
+    for a probe ``("probe", NAME, [ARGS ...])``, into ``OUT/runs/probes/NAME`` (kept like every run)."""
+    if name == "probe":
+        return [sys.executable, "-m", "bimu", "run", *seeds, "--threads", "1", "--no-progress",
+                "--out", os.path.join(out, "runs", "probes", rows)]
     rows = row_names(rows)
     return [sys.executable, "-m", "bimu", "reproduce", name, "--scale", "full", "--seeds", str(seeds),
             *(["--first-seed", str(first)] if first else []), *(["--rows", *rows] if rows else []),

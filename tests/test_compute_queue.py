@@ -20,6 +20,8 @@ def _runs(q, items) -> set[tuple[str, str | None, int]]:
     """(reproduction, row (None: every row), seed) of each run the items ask for."""
     runs = set()
     for name, rows, seeds, *first in items:
+        if name == "probe":
+            continue
         start = first[0] if first else 0
         runs |= {(name, row, s) for row in q.row_names(rows) or [None] for s in range(start, start + seeds)}
     return runs
@@ -59,6 +61,22 @@ def test_dry_run_prints_each_command_and_an_unknown_queue_is_one_line(tmp_path):
                           capture_output=True, text=True, check=True, cwd=ROOT).stdout.splitlines()
     assert len(tail) == 1 and tail[0].endswith(f"-m bimu reproduce pmnist-1000 --scale full --seeds 1 --first-seed 1 "
                                                f"--rows mesu --jobs 1 --threads 1 --out {tmp_path}")
+
+
+def test_a_probe_is_a_bimu_run_kept_with_the_runs_and_mirrors_table_1s_configuration(tmp_path):
+    q = _queue_module()
+    probes = [item for items in q.QUEUES.values() for item in items if item[0] == "probe"]
+    assert probes and len({p[1] for p in probes}) == len(probes)
+    name, args = probes[0][1], probes[0][2]
+    cmd = q.command(str(tmp_path), "probe", name, args)
+    assert cmd[1:4] == ["-m", "bimu", "run"] and cmd[-2:] == ["--out", str(tmp_path / "runs" / "probes" / name)]
+    # the options Table 1's rows were trained with (a committed run's config.json)
+    import json
+    cfg = json.loads((ROOT / "results/reproduce-full/runs/full/pmnist-1000/sgd/pmnist-sgd/seed-0/config.json").read_text())
+    from bimu.cli import build_parser
+    parsed = build_parser().parse_args(["run", *args])
+    for key in ("tasks", "hidden", "eval_last_every", "eval_final"):
+        assert getattr(parsed, key) == cfg[key], key
 
 
 def test_a_second_queue_in_the_same_folder_is_refused_before_any_run(tmp_path):
