@@ -110,10 +110,10 @@ keep) keep ;;
 checkpoint)
     keep > /dev/null
     cd "$REPO"
-    # runs whose checkpoint is on disk now: a run that has finished since its last checkpoint commit
-    # (checkpoint deleted, summary written) waits for publish, which rebuilds the page from it
-    # each run's checkpoint at most every CHECKPOINT_HOURS, and none once this sitting's commits add up
-    # to CHECKPOINT_BUDGET_MB of text diffs (a submission may hold 256 MiB; finished runs and code need
+    # runs whose checkpoint is on disk now (a run that has finished since its last checkpoint commit,
+    # checkpoint deleted and summary written, waits for publish, which rebuilds the page from it); each
+    # at most every CHECKPOINT_HOURS, and none once this sitting's commits add up to
+    # CHECKPOINT_BUDGET_MB of text diffs (a submission may hold 256 MiB; finished runs and code need
     # the rest)
     spent=$(diff_bytes)
     if [ "$spent" -gt $(( ${CHECKPOINT_BUDGET_MB:-150} * 1048576 )) ]; then
@@ -125,7 +125,10 @@ checkpoint)
         | sort -u | while read -r f; do
             [ -f "$f" ] || continue
             last=$(git log -1 --format=%ct -- "$f")
-            [ $(( now - ${last:-0} )) -ge $(( ${CHECKPOINT_HOURS:-2} * 3600 )) ] && dirname "$f"
+            [ $(( now - ${last:-0} )) -ge $(( ${CHECKPOINT_HOURS:-2} * 3600 )) ] || continue
+            # a run that has not moved since its last checkpoint commit (its queue is elsewhere) has
+            # nothing to commit
+            [ -n "$(git status --porcelain --ignored -- "$(dirname "$f")")" ] && dirname "$f"
         done)
     [ "${#dirs[@]}" -eq 0 ] && { echo "no unfinished run due"; exit 0; }
     git add -f -- "${dirs[@]}"
