@@ -20,8 +20,10 @@ What is never replaced:
 With ``--compact`` (copying into the repository) a copy leaves out what the run's ``metrics.jsonl``
 rebuilds exactly: ``accuracy_matrix.npy`` (8 MB for 1000 tasks) and the accuracy matrix inside the
 checkpoint (``bimu.rundir.compact_checkpoint``: 10 MB -> 1 MB), so that the checkpoints an unfinished
-run leaves in the repository stay small. Without it, a copy has both again (``full_checkpoint``), so
-that any bimu, also the frozen code a queue trains with, resumes and reads it.
+run leaves in the repository stay small. Without it, a copy has both again (``full_checkpoint``) and
+its numpy values written as plain pickled numpy, the form every bimu version reads: the frozen code a
+queue trains with predates the tagged numpy values of ``bimu.rundir.checkpoint_bytes`` and reads those
+as dicts (``load_checkpoint_file`` reads both forms).
 
 The same script seeds a computing folder from the repository (``keep_runs.py results/reproduce-full OUT
 --partial``): finished runs are reused, a kept checkpoint resumes, and a run trained further in OUT stays.
@@ -86,6 +88,15 @@ def _rebuilt_exactly(d: Path) -> bool:
     return rd.n_tasks() == kept.shape[0] and np.array_equal(kept, rebuilt, equal_nan=True)
 
 
+def _plain_bytes(state: dict) -> bytes:
+    """``torch.save`` bytes of ``state`` with its numpy values pickled as they are (see the module)."""
+    import torch
+
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    return buf.getvalue()
+
+
 def _replace(src: Path, target: Path, done: bool, compact: bool = False) -> None:
     """Make ``target`` a copy of run directory ``src``: built beside it, then swapped in. With
     ``compact`` the copy leaves out what ``metrics.jsonl`` rebuilds exactly (the matrix file, the
@@ -103,8 +114,8 @@ def _replace(src: Path, target: Path, done: bool, compact: bool = False) -> None
             except CheckpointError:  # copied as it is: resuming from it names the problem
                 state = None
             if state is not None:
-                (tmp / f.name).write_bytes(checkpoint_bytes(compact_checkpoint(state) if compact
-                                                            else full_checkpoint(state)))
+                (tmp / f.name).write_bytes(checkpoint_bytes(compact_checkpoint(state)) if compact
+                                           else _plain_bytes(full_checkpoint(state)))
                 shutil.copystat(f, tmp / f.name)
                 continue
         shutil.copy2(f, tmp / f.name)

@@ -153,6 +153,15 @@ def test_compact_copies_leave_out_what_the_metrics_rebuild_and_a_plain_copy_rest
     restored = back / "runs" / rel
     assert (restored / "accuracy_matrix.npy").read_bytes() == (computing / "runs" / rel / "accuracy_matrix.npy").read_bytes()
     np.testing.assert_array_equal(load_checkpoint_file(restored / "checkpoint.pt")["R"], load_checkpoint_file(original)["R"])
+    # the restored checkpoint's numpy values are plain numpy, as a bimu that predates tagged numpy values
+    # (the frozen code a queue trains with) reads them: torch.load(weights_only=False), R used as an array
+    import torch
+    legacy = torch.load(restored / "checkpoint.pt", map_location="cpu", weights_only=False)
+    assert isinstance(legacy["R"], np.ndarray)
+    np.testing.assert_array_equal(np.asarray(legacy["R"], dtype=np.float64), load_checkpoint_file(original)["R"])
+    assert "__bimu_ndarray__" not in repr(legacy)  # no tagged numpy value anywhere in it
+    res = run_stream(b, method(), seed=2, run_dir=restored, progress=False)  # and today's bimu resumes from it
+    np.testing.assert_array_equal(res["R"], full["R"])
 
     res = run_stream(b, method(), seed=2, run_dir=kept, progress=False)  # resumes from the compact copy itself
     np.testing.assert_array_equal(res["R"], full["R"])
