@@ -15,7 +15,8 @@
 #                                       hourly: while sleep 3600; do bash scripts/queues.sh checkpoint; done &
 #   bash scripts/queues.sh publish      keep, then every table, al-claims and docs/results.md rebuilt from
 #                                       the runs, and `bimu report --check docs/results.md`
-#   bash scripts/queues.sh status       what each queue is running and the tail of its log
+#   bash scripts/queues.sh status       what each queue is running, the tail of its log, and each
+#                                       run that failed (its error.txt)
 #
 # One core: active (the active-learning entries, in $QUEUE_ROOT/alrun2), then pmnist (Table 1 and the
 # memory-window rows, trained by the code at PMNIST_CODE so that every run of Table 1 trains with the
@@ -105,6 +106,14 @@ status)
         [ -f "$log" ] && grep -E '^[0-9]{4}-[0-9]{2}-[0-9]{2} ' "$log" | tail -n 1 | cut -c1-160
     done
     pgrep -af "bimu reproduce" | cut -c1-160 || echo "no run is working"
+    # a run that failed is not retried by its queue, which goes on with its next item: its error.txt
+    # (the traceback's last line) says why; `start` tries it again once the cause is fixed
+    for out in "$PM_OUT" "$AL_OUT" "$TAIL_OUT" "$MESU_OUT" "$PMB_OUT"; do
+        [ -d "$out/runs" ] || continue
+        find "$out/runs" -name error.txt | sort | while read -r f; do
+            echo "FAILED $(dirname "$f"): $(grep -v '^\s*$' "$f" | tail -n 1 | cut -c1-160)"
+        done
+    done
     ;;
 keep) keep ;;
 checkpoint)

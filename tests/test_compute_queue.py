@@ -104,3 +104,17 @@ def test_queues_script_prints_its_usage_and_its_frozen_code_is_a_commit_here():
         return  # a shallow clone may lack the commit Table 1 trains with
     kind = subprocess.run(["git", "-C", str(ROOT), "cat-file", "-t", frozen], capture_output=True, text=True)
     assert kind.stdout.strip() == "commit", f"PMNIST_CODE={frozen} is not a commit of this repository"
+
+
+def test_queues_status_names_each_failed_run_with_the_last_line_of_its_error(tmp_path):
+    """A queue goes on after a run that failed; ``status`` lists that run with its error's last line."""
+    run = tmp_path / "repro" / "runs" / "full" / "pmnist-1000" / "bayesbinn" / "pmnist-bayesbinn" / "seed-0"
+    run.mkdir(parents=True)
+    (run / "error.txt").write_text("Traceback (most recent call last):\n  File \"x.py\", line 1\n"
+                                   "TypeError: float() argument must be a string or a real number, not 'dict'\n\n")
+    (tmp_path / "mesu" / "runs" / "full" / "pmnist-1000" / "mesu" / "pmnist-mesu" / "seed-0").mkdir(parents=True)
+    r = subprocess.run(["bash", str(ROOT / "scripts" / "queues.sh"), "status"], capture_output=True, text=True,
+                       env={**os.environ, "QUEUE_ROOT": str(tmp_path)})
+    assert r.returncode == 0
+    assert [line for line in r.stdout.splitlines() if line.startswith("FAILED")] == [
+        f"FAILED {run}: TypeError: float() argument must be a string or a real number, not 'dict'"]
