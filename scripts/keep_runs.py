@@ -88,15 +88,6 @@ def _rebuilt_exactly(d: Path) -> bool:
     return rd.n_tasks() == kept.shape[0] and np.array_equal(kept, rebuilt, equal_nan=True)
 
 
-def _plain_bytes(state: dict) -> bytes:
-    """``torch.save`` bytes of ``state`` with its numpy values pickled as they are (see the module)."""
-    import torch
-
-    buf = io.BytesIO()
-    torch.save(state, buf)
-    return buf.getvalue()
-
-
 def _replace(src: Path, target: Path, done: bool, compact: bool = False) -> None:
     """Make ``target`` a copy of run directory ``src``: built beside it, then swapped in. With
     ``compact`` the copy leaves out what ``metrics.jsonl`` rebuilds exactly (the matrix file, the
@@ -115,7 +106,7 @@ def _replace(src: Path, target: Path, done: bool, compact: bool = False) -> None
                 state = None
             if state is not None:
                 (tmp / f.name).write_bytes(checkpoint_bytes(compact_checkpoint(state)) if compact
-                                           else _plain_bytes(full_checkpoint(state)))
+                                           else checkpoint_bytes(full_checkpoint(state), tagged=False))
                 shutil.copystat(f, tmp / f.name)
                 continue
         shutil.copy2(f, tmp / f.name)

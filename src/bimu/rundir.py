@@ -452,14 +452,15 @@ def _restore(v: Any) -> Any:
     return v
 
 
-def checkpoint_bytes(state: Mapping[str, Any]) -> bytes:
+def checkpoint_bytes(state: Mapping[str, Any], tagged: bool = True) -> bytes:
     """The ``torch.save`` bytes of ``state`` as :func:`checkpoint_value` encodes it: what
     :func:`load_checkpoint_file` (or ``torch.load(..., weights_only=True)``) reads back without running
-    code from the file."""
+    code from the file. With ``tagged=False`` its numpy values are pickled as numpy, the form that bimu
+    versions older than the tagged values resume from; :func:`load_checkpoint_file` reads both."""
     import torch
 
     buf = io.BytesIO()
-    torch.save(checkpoint_value(dict(state)), buf)
+    torch.save(checkpoint_value(dict(state)) if tagged else dict(state), buf)
     return buf.getvalue()
 
 
