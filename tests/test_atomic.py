@@ -15,7 +15,7 @@ SRC = Path(bimu.__file__).parent
 ALLOWED = {
     ("atomic.py", "tmp.write_bytes(data)"): "the atomic writer itself",
     ("rundir.py", "np.save(buf, np.asarray(R, dtype=np.float64))"): "into a buffer, then atomic",
-    ("rundir.py", "torch.save(checkpoint_value(dict(state)), buf)"): "into a buffer, then atomic",
+    ("rundir.py", "torch.save(value, buf)"): "into a buffer, then atomic",
     ("rundir.py", 'tmp.write_text(me.dumps() + "\\n", encoding="utf-8")'): "the lock's temporary file, then hard-linked",
     ("engine/rowpass.py", 'with os.fdopen(fd, "w") as fh:'): "generated kernel: mkstemp + os.replace",
     ("data/fetch.py", 'with urllib.request.urlopen(url, timeout=timeout) as r, open(dest, "wb") as f:'):

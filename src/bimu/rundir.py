@@ -460,7 +460,8 @@ def checkpoint_bytes(state: Mapping[str, Any], tagged: bool = True) -> bytes:
     import torch
 
     buf = io.BytesIO()
-    torch.save(checkpoint_value(dict(state)) if tagged else dict(state), buf)
+    value = checkpoint_value(dict(state)) if tagged else dict(state)
+    torch.save(value, buf)
     return buf.getvalue()
 
 
