@@ -5,7 +5,7 @@
 ``pmnist`` (the default): Table 1 and the memory-window rows on the 1000-task stream. ``active``: the
 active-learning entries on the stand-ins (animals-ti, objects-seq). ``mesu``: Table 1's MESU seed 0
 (the longest single run, on a core of its own). ``pmnist-b``: what the mesu queue's core takes up
-when that queue is done (Table 1's Syn. Meta. seed 1, trained by the pmnist queue's code), then
+when that queue is done (a probe of Table 1's BayesBiNN gap, trained by the pmnist queue's code), then
 ``after-pmnist`` (MESU's seed 1). A run (row and seed) belongs to one queue only: two queues with
 different OUT folders would each train it. Run each from its own frozen worktree and OUT, one core
 each.
@@ -40,10 +40,7 @@ PMNIST = [
     ("pmnist-1000", "ste", 2),  # ~2.7 h
     ("pmnist-1000", "bimu", 2),  # ~3 h
     ("pmnist-1000", "bayesbinn", 2),  # ~2.9 h
-    ("pmnist-1000", "synaptic-metaplasticity", 1),  # ~3.9 h; seed 1 in PMNIST_B
-    # Table 1's BayesBiNN row with the paper code's prior sign (bimu's compatibility switch), seed 0: does
-    # it explain the row's 1000-task gap? (~5.5 h)
-    ("probe", "bayesbinn-away-1000", [*PMNIST_1000, "--method", "bayesbinn", "--set", "prior_direction=away"]),
+    ("pmnist-1000", "synaptic-metaplasticity", 2),  # ~3.9 h a seed
     # the memory-window rows whose runs are not in the repository (~18 min a seed)
     *[("memory-window", f"bimu-N{n}", 2) for n in (100, 400, 1000, 1300, 1600, 1900, 100000)],
     ("memory-window", "bayesbinn-exact-ratio", 2),
@@ -100,9 +97,10 @@ ACTIVE = [
     ("openloris-al", None, 3),
 ]
 PMNIST_B = [
-    # Table 1's rows that the mesu queue's core takes up when that queue is done, trained by the pmnist
-    # queue's frozen code, so that the table is complete while the pmnist queue goes on with the rest
-    ("pmnist-1000", "synaptic-metaplasticity", 1, 1),
+    # what the mesu queue's core takes up when that queue is done, trained by the pmnist queue's frozen
+    # code: Table 1's BayesBiNN row with the paper code's prior sign (bimu's compatibility switch), seed
+    # 0: does it explain the row's 1000-task gap? (~5.5 h)
+    ("probe", "bayesbinn-away-1000", [*PMNIST_1000, "--method", "bayesbinn", "--set", "prior_direction=away"]),
 ]
 MESU = [
     # Table 1's MESU row (issue: at least one seed, a second if compute allows): one 6e7-step stream
