@@ -8,8 +8,8 @@ For each seed directory (a finished run: ``metrics.jsonl`` and its accuracy matr
 - the last five tasks' accuracy after the whole stream and their mean (the last-5 column);
 - the best accuracy of the matrix and the last task's final accuracy, the two ends of MMRR
   (1 / (best - last)), in points;
-- backward transfer as the difference of its two means over tasks 1 to T-1: after the stream,
-  and right after training.
+- backward transfer as the difference of its two means over tasks 1 to T-1 (those evaluated after
+  the stream, as bimu.metrics.bwt pairs them): after the stream, and right after training.
 
 ``--paper-mmrr X`` adds how far below the best accuracy the paper's MMRR X puts the last task
 (100 / X points). Tasks are numbered from 1, as in the paper.
@@ -39,9 +39,12 @@ def profile(seed_dir: str, bounds=DEFAULT_BOUNDS) -> dict:
         if end > start:
             ranges.append((start + 1, end, float(np.mean(just[start:end]))))
             start = end
+    # BWT's pairs (bimu.metrics.bwt): tasks 1 to T-1 evaluated both right after training and after the
+    # stream (a run with --eval-final last evaluates only the last few after the stream)
+    pairs = ~np.isnan(R[-1, :-1]) & ~np.isnan(just[:-1])
     return {"tasks": T, "ranges": ranges, "last5": [float(v) for v in R[-1, -5:]],
-            "best": float(np.nanmax(R)), "last": float(R[-1, -1]),
-            "final_mean": float(np.mean(R[-1, :-1])), "just_mean": float(np.mean(just[:-1]))}
+            "best": float(np.nanmax(R)), "last": float(R[-1, -1]), "pairs": int(pairs.sum()),
+            "final_mean": float(np.mean(R[-1, :-1][pairs])), "just_mean": float(np.mean(just[:-1][pairs]))}
 
 
 def describe(seed_dir: str, p: dict, paper_mmrr: float | None = None) -> list[str]:
@@ -49,14 +52,17 @@ def describe(seed_dir: str, p: dict, paper_mmrr: float | None = None) -> list[st
     pct = lambda v: f"{100 * v:.2f}"  # noqa: E731
     ranges = ", ".join(f"{a}: {pct(m)}" if a == b else f"{a}-{b}: {pct(m)}" for a, b, m in p["ranges"])
     gap = 100 * (p["best"] - p["last"])
+    which = f"tasks 1-{p['tasks'] - 1}"
+    if p["pairs"] < p["tasks"] - 1:
+        which = f"the {p['pairs']} of {which} evaluated"
     lines = [f"{seed_dir} ({p['tasks']} tasks)",
              f"  right after training, tasks {ranges}",
              f"  after the stream, the last five tasks: {' / '.join(pct(v) for v in p['last5'])} "
              f"(mean {pct(float(np.mean(p['last5'])))})",
              f"  best accuracy of the matrix {pct(p['best'])}, the last task's {pct(p['last'])}: "
              f"{gap:.1f} points below",
-             f"  BWT {p['final_mean'] - p['just_mean']:.4f} = {pct(p['final_mean'])} (tasks 1-{p['tasks'] - 1} "
-             f"after the stream) - {pct(p['just_mean'])} (right after training)"]
+             f"  BWT {p['final_mean'] - p['just_mean']:.4f} = {pct(p['final_mean'])} ({which} after the stream) - "
+             f"{pct(p['just_mean'])} (right after training)"]
     if paper_mmrr:
         lines.append(f"  the paper's MMRR {paper_mmrr:g} puts its last task {100 / paper_mmrr:.1f} points below its best")
     return lines

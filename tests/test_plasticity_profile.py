@@ -41,6 +41,17 @@ def test_numbers_by_hand_and_bwt_is_the_difference_of_its_two_means(tmp_path, ca
     assert p["final_mean"] - p["just_mean"] == pytest.approx(bwt(R))
 
 
+def test_bwt_pairs_only_the_tasks_evaluated_after_the_stream(tmp_path, capsys):
+    from bimu.metrics import bwt
+
+    path, R = _run(tmp_path, last_row=(np.nan, 0.3, 0.4, 0.5, 0.45, 0.4))  # task 1 not evaluated at the end
+    assert plasticity_profile.main([str(path)]) == 0
+    assert capsys.readouterr().out.splitlines()[4] == (
+        "  BWT -0.2375 = 41.25 (the 4 of tasks 1-5 evaluated after the stream) - 65.00 (right after training)")
+    p = plasticity_profile.profile(str(path))
+    assert p["final_mean"] - p["just_mean"] == pytest.approx(bwt(R))
+
+
 def test_bad_input_is_one_line_before_any_work(tmp_path):
     path, _ = _run(tmp_path, last_row=(0.2, 0.3, np.nan, 0.5, 0.45, 0.4))
     script = [sys.executable, str(ROOT / "scripts" / "plasticity_profile.py")]
