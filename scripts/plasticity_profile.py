@@ -24,6 +24,7 @@ DEFAULT_BOUNDS = (1, 10, 50, 100, 200, 400, 600, 800, 1000)
 
 def profile(seed_dir: str, bounds=DEFAULT_BOUNDS) -> dict:
     """The numbers of one finished run (fractions, not percent)."""
+    from bimu.metrics import bwt_terms
     from bimu.rundir import RunDir
 
     run = RunDir(seed_dir)
@@ -39,12 +40,12 @@ def profile(seed_dir: str, bounds=DEFAULT_BOUNDS) -> dict:
         if end > start:
             ranges.append((start + 1, end, float(np.mean(just[start:end]))))
             start = end
-    # BWT's pairs (bimu.metrics.bwt): tasks 1 to T-1 evaluated both right after training and after the
-    # stream (a run with --eval-final last evaluates only the last few after the stream)
-    pairs = ~np.isnan(R[-1, :-1]) & ~np.isnan(just[:-1])
+    # BWT's pairs: tasks 1 to T-1 evaluated both right after training and after the stream (a run
+    # with --eval-final last evaluates only the last few after the stream)
+    final_mean, just_mean, pairs = bwt_terms(R)
     return {"tasks": T, "ranges": ranges, "last5": [float(v) for v in R[-1, -5:]],
-            "best": float(np.nanmax(R)), "last": float(R[-1, -1]), "pairs": int(pairs.sum()),
-            "final_mean": float(np.mean(R[-1, :-1][pairs])), "just_mean": float(np.mean(just[:-1][pairs]))}
+            "best": float(np.nanmax(R)), "last": float(R[-1, -1]), "pairs": pairs,
+            "final_mean": final_mean, "just_mean": just_mean}
 
 
 def describe(seed_dir: str, p: dict, paper_mmrr: float | None = None) -> list[str]:

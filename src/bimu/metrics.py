@@ -61,16 +61,38 @@ def last_k_mean(R, k: int = 5) -> float:
     return float(vals.mean())
 
 
+def _bwt_pairs(R):
+    """BWT's pairs: ``(R[T, j], R[j, j])`` for ``j < T`` where both entries were evaluated."""
+    R = _matrix(R)
+    T = R.shape[0] - 1
+    final, just = R[T, :T], np.diagonal(R)[:T]
+    keep = ~np.isnan(final) & ~np.isnan(just)
+    return final[keep], just[keep]
+
+
 def bwt(R) -> float:
     """Backward transfer (Lopez-Paz & Ranzato 2017): mean over ``j < T`` of ``R[T, j] - R[j, j]``.
 
     Only pairs where both entries were evaluated count; NaN if there is none (e.g. a single task).
     """
-    R = _matrix(R)
-    T = R.shape[0] - 1
-    d = R[T, :T] - np.diagonal(R)[:T]
-    d = d[~np.isnan(d)]
-    return float(d.mean()) if d.size else float("nan")
+    final, just = _bwt_pairs(R)
+    return float((final - just).mean()) if final.size else float("nan")
+
+
+def bwt_terms(R) -> tuple[float, float, int]:
+    """The two means whose difference is :func:`bwt`, over the same pairs, and how many pairs.
+
+    ``(mean of R[T, j], mean of R[j, j], n)``: accuracy after the stream and right after training.
+
+    >>> R = [[0.9, float("nan"), float("nan")], [0.8, 0.7, float("nan")], [0.6, 0.5, 0.4]]
+    >>> final, just, n = bwt_terms(R)
+    >>> round(final, 6), round(just, 6), n, round(final - just, 6) == round(bwt(R), 6)
+    (0.55, 0.8, 2, True)
+    """
+    final, just = _bwt_pairs(R)
+    if not final.size:
+        return float("nan"), float("nan"), 0
+    return float(final.mean()), float(just.mean()), int(final.size)
 
 
 def mmrr(R, eps: float = MMRR_EPS) -> float:
