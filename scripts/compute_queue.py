@@ -5,7 +5,8 @@
 ``pmnist`` (the default): Table 1 and the memory-window rows on the 1000-task stream. ``active``: the
 active-learning entries on the stand-ins (animals-ti, objects-seq). ``mesu``: Table 1's MESU seed 0
 (the longest single run, on a core of its own). ``pmnist-b``: what the mesu queue's core takes up
-when that queue is done (a probe of Table 1's BayesBiNN gap, trained by the pmnist queue's code), then
+when that queue is done (probes of Table 1's BayesBiNN and Syn. Meta. gaps, trained by the pmnist
+queue's code), then
 ``after-pmnist`` (MESU's seed 1). A run (row and seed) belongs to one queue only: two queues with
 different OUT folders would each train it. Run each from its own frozen worktree and OUT, one core
 each.
@@ -101,6 +102,10 @@ PMNIST_B = [
     # code: Table 1's BayesBiNN row with the paper code's prior sign (bimu's compatibility switch), seed
     # 0: does it explain the row's 1000-task gap? (~5.5 h)
     ("probe", "bayesbinn-away-1000", [*PMNIST_1000, "--method", "bayesbinn", "--set", "prior_direction=away"]),
+    # Table 1's Syn. Meta. row with the paper's runs' batch norm (bimu's compatibility switch), seed 0:
+    # does it bring the row's last-5 to the paper's chance level over 1000 tasks? (~2.5 h)
+    ("probe", "synmeta-equinox-1000", [*PMNIST_1000, "--method", "synaptic-metaplasticity",
+                                       "--set", "bn_statistics=equinox"]),
 ]
 MESU = [
     # Table 1's MESU row (issue: at least one seed, a second if compute allows): one 6e7-step stream

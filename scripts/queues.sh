@@ -21,8 +21,8 @@
 # One core: active (the active-learning entries, in $QUEUE_ROOT/alrun2), then pmnist (Table 1 and the
 # memory-window rows, trained by the code at PMNIST_CODE so that every run of Table 1 trains with the
 # same code, in $QUEUE_ROOT/repro). The other core: mesu (MESU's seed 0, the longest run, in
-# $QUEUE_ROOT/mesu), then pmnist-b (a probe of Table 1's BayesBiNN gap, the pmnist queue's code,
-# in $QUEUE_ROOT/repro-b), then after-pmnist (MESU's seed 1, in $QUEUE_ROOT/after-pmnist). All but pmnist
+# $QUEUE_ROOT/mesu), then pmnist-b (probes of Table 1's BayesBiNN and Syn. Meta. gaps, the pmnist
+# queue's code, in $QUEUE_ROOT/repro-b), then after-pmnist (MESU's seed 1, in $QUEUE_ROOT/after-pmnist). All but pmnist
 # and pmnist-b train with the code at the commit checked out when the queues start. The queue lists are always this checkout's
 # scripts/compute_queue.py.
 set -euo pipefail
