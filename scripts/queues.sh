@@ -87,10 +87,10 @@ start)
     [ -n "$features" ] && export NUMBA_CPU_FEATURES="$features"
     worktree "$PM_OUT/code" "$PMNIST_CODE"
     worktree "$QUEUE_ROOT/wt-alrun" "$(git -C "$REPO" rev-parse HEAD)"
-    # MESU, the longest run, before the developer's work on its core; each queue of the chain starts
-    # when the one before it ends by itself (not when it is stopped)
+    # Table 1's runs (pmnist) first of all, then MESU and the probes, then the developer's work; each
+    # queue of the chain starts when the one before it ends by itself (not when it is stopped)
     (trap '' HUP; run_queue "$AL_OUT" "$QUEUE_ROOT/wt-alrun" active "$AL_OUT/active.log" &&
-        run_queue "$PM_OUT" "$PM_OUT/code" pmnist "$PM_OUT/queue.log") > /dev/null 2>&1 &
+        run_queue "$PM_OUT" "$PM_OUT/code" pmnist "$PM_OUT/queue.log" -15) > /dev/null 2>&1 &
     (trap '' HUP; run_queue "$MESU_OUT" "$QUEUE_ROOT/wt-alrun" mesu "$MESU_OUT/queue.log" -10 &&
         run_queue "$PMB_OUT" "$PM_OUT/code" pmnist-b "$PMB_OUT/queue.log" -10 &&
         run_queue "$TAIL_OUT" "$QUEUE_ROOT/wt-alrun" after-pmnist "$TAIL_OUT/queue.log" -10) > /dev/null 2>&1 &
