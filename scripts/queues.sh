@@ -87,8 +87,8 @@ start)
     [ -n "$features" ] && export NUMBA_CPU_FEATURES="$features"
     worktree "$PM_OUT/code" "$PMNIST_CODE"
     worktree "$QUEUE_ROOT/wt-alrun" "$(git -C "$REPO" rev-parse HEAD)"
-    # Table 1's runs (pmnist) first of all, then MESU and the probes, then the developer's work; each
-    # queue of the chain starts when the one before it ends by itself (not when it is stopped)
+    # priorities (nice): Table 1's runs (pmnist) -15, MESU and the probes -10, the developer's work 0;
+    # each queue of a chain starts when the one before it ends by itself (not when it is stopped)
     (trap '' HUP; run_queue "$AL_OUT" "$QUEUE_ROOT/wt-alrun" active "$AL_OUT/active.log" &&
         run_queue "$PM_OUT" "$PM_OUT/code" pmnist "$PM_OUT/queue.log" -15) > /dev/null 2>&1 &
     (trap '' HUP; run_queue "$MESU_OUT" "$QUEUE_ROOT/wt-alrun" mesu "$MESU_OUT/queue.log" -10 &&

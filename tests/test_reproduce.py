@@ -27,8 +27,8 @@ def _run_files(out: Path) -> dict[str, float]:
     return {str(p): p.stat().st_mtime_ns for p in files}
 
 
-def _quick(name, out):
-    return main(["reproduce", name, "--scale", "quick", "--engine", "torch", "--seeds", "1", "--out", str(out)])
+def _quick(name, out, *more):
+    return main(["reproduce", name, "--scale", "quick", "--engine", "torch", "--seeds", "1", "--out", str(out), *more])
 
 
 def test_every_entry_is_a_reproduction():
@@ -164,13 +164,11 @@ def test_a_shared_row_reuses_the_other_tables_runs(tmp_path, monkeypatch):
     real = pmnist.base_config
     monkeypatch.setattr(pmnist, "base_config", lambda opts, **kw: real(opts, **{k: v for k, v in kw.items()
                                                                                if k not in ("train_limit", "test_limit")}))
-    assert main(["reproduce", "memory-window", "--scale", "quick", "--engine", "torch", "--seeds", "1", "--out",
-                 str(tmp_path), "--rows", "bimu-N700"]) == 0
+    assert _quick("memory-window", tmp_path, "--rows", "bimu-N700") == 0
     _, _, mw_rows, _ = _tables(tmp_path, "memory-window")
     before = _run_files(tmp_path)
     assert sum(p.endswith("summary.json") for p in before) == 1  # the one row asked for
-    assert main(["reproduce", "activation", "--scale", "quick", "--engine", "torch", "--seeds", "1", "--out",
-                 str(tmp_path), "--rows", "bimu-rbg"]) == 0
+    assert _quick("activation", tmp_path, "--rows", "bimu-rbg") == 0
     assert _run_files(tmp_path) == before  # nothing trained: memory-window's run was reused
     md, _, rows, _ = _tables(tmp_path, "activation")
     by = {(r[0], r[1]): r for r in rows}
