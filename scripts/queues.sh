@@ -40,7 +40,7 @@ export BIMU_DATA_DIR="${BIMU_DATA_DIR:-$(cd "$REPO/../shared/data" 2>/dev/null &
 signal() {  # signal SIG: every queue driver and every run it started
     for out in "$PM_OUT" "$AL_OUT" "$TAIL_OUT" "$MESU_OUT" "$PMB_OUT"; do
         pkill "-$1" -f "compute_queue.py $out" || true
-        pkill "-$1" -f -- "--out $out\$" || true
+        pkill "-$1" -f -- "--out $out(/runs/probes/[^ ]+)?\$" || true  # a probe writes to OUT/runs/probes/NAME
     done
 }
 
