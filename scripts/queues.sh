@@ -37,10 +37,14 @@ PMB_OUT="$QUEUE_ROOT/repro-b"
 KEPT="$REPO/results/reproduce-full"
 export BIMU_DATA_DIR="${BIMU_DATA_DIR:-$(cd "$REPO/../shared/data" 2>/dev/null && pwd || true)}"
 
+runs_of() {  # runs_of OUT: the command lines (pgrep -f) of the runs a queue in OUT started
+    printf -- '--out %s(/runs/probes/[^ ]+)?$' "$1"  # a probe writes to OUT/runs/probes/NAME
+}
+
 signal() {  # signal SIG: every queue driver and every run it started
     for out in "$PM_OUT" "$AL_OUT" "$TAIL_OUT" "$MESU_OUT" "$PMB_OUT"; do
         pkill "-$1" -f "compute_queue.py $out" || true
-        pkill "-$1" -f -- "--out $out(/runs/probes/[^ ]+)?\$" || true  # a probe writes to OUT/runs/probes/NAME
+        pkill "-$1" -f -- "$(runs_of "$out")" || true
     done
 }
 
@@ -105,7 +109,9 @@ status)
         echo "== $log"
         [ -f "$log" ] && grep -E '^[0-9]{4}-[0-9]{2}-[0-9]{2} ' "$log" | tail -n 1 | cut -c1-160
     done
-    pgrep -af "bimu reproduce" | cut -c1-160 || echo "no run is working"
+    working=$(for out in "$PM_OUT" "$AL_OUT" "$TAIL_OUT" "$MESU_OUT" "$PMB_OUT"; do
+        pgrep -af -- "$(runs_of "$out")" || true; done)
+    [ -n "$working" ] && echo "$working" | cut -c1-160 || echo "no run is working"
     # a run that failed is not retried by its queue, which goes on with its next item: its error.txt
     # (the traceback's last line) says why; `start` tries it again once the cause is fixed
     for out in "$PM_OUT" "$AL_OUT" "$TAIL_OUT" "$MESU_OUT" "$PMB_OUT"; do
