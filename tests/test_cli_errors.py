@@ -135,7 +135,7 @@ def test_report_skips_a_corrupt_run_and_reports_the_others(runs, tmp_path, capsy
     assert cli.main(["report", str(root), "--plot", str(tmp_path / "p.png")]) == 0
     captured = capsys.readouterr()
     assert (f"bimu: warning: skipping {root / 'fake-test-bimu' / 'seed-1'}: a file of this run cannot be read "
-            "(JSONDecodeError: ") in captured.err
+            f"(UntrustedFileError: {root / 'fake-test-bimu' / 'seed-1' / 'summary.json'}: not valid JSON") in captured.err
     assert "| fake-test | bimu | - | 0 |" in captured.out
 
 

@@ -81,7 +81,7 @@ def test_cli_export_and_compute_cost(tmp_path, capsys):
         cli.main(["export", str(run), "--format", "onnx"])
     js = tmp_path / "cost.json"
     assert cli.main(["compute-cost", "--sizes", "16", "3", "--preset", "none", "--examples", "1", "--repeats", "1",
-                     "--json", str(js)]) == 0
+                     "--emulated", "no", "--json", str(js)]) == 0
     assert "paper STM32" in capsys.readouterr().out
     assert json.loads(js.read_text())["sizes"] == [16, 3]
     assert cli.main(["compute-cost", "--sizes", "16", "3", "--preset", "none", "--query-rate", "2"]) == 2

@@ -115,3 +115,68 @@ def test_module_doctest_runs_with_and_without_river():
         return
     out = subprocess.run([sys.executable, "-c", code, "with"], capture_output=True, text=True, env=env, timeout=300)
     assert out.stdout.startswith("0 ") and "'river'" in out.stdout, out.stdout + out.stderr
+
+
+# ----------------------------------------------------------------------------- river.checks conformance
+@pytest.fixture
+def one_thread():
+    """river's checks take one example at a time: torch's thread pool only slows such small steps down."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_rivers_check_estimator_passes(one_thread):
+    pytest.importorskip("river", reason="river is not installed here")
+    pytest.importorskip("sklearn", reason="river.checks needs scikit-learn (in the river extra)")
+    from river import checks
+
+    params = list(RiverClassifier._unit_test_params())
+    assert params and all(isinstance(RiverClassifier(**p), RiverClassifier) for p in params)
+    for p in params:
+        checks.check_estimator(RiverClassifier(**p))
+    checks.check_estimator(RiverClassifier(create_method("sgd", [9, 2], seed=0), classes=[False, True]))
+
+
+def test_probabilities_sum_to_one_in_float64_on_phishing(one_thread):
+    pytest.importorskip("river", reason="river is not installed here")
+    import math
+
+    from river import datasets
+
+    m = RiverClassifier(create_method("bimu", [9, 2], seed=0, preset="pmnist-100", output_norm=False),
+                        classes=[False, True])
+    for x, y in datasets.Phishing().take(200):
+        m.learn_one(x, y)
+        p = m.predict_proba_one(x)
+        assert set(p) == {False, True} and all(type(v) is float and 0.0 <= v <= 1.0 for v in p.values())
+        assert math.isclose(sum(p.values()), 1.0)
+
+
+def test_features_other_than_the_first_examples_are_refused_as_fixed_width_models_do():
+    m = model()
+    m.learn_one({"a": 1.0, "b": 2.0, "c": 3.0}, 0)
+    for x in ({"a": 1.0, "b": 2.0, "c": 3.0, "d": 4.0}, {"a": 1.0, "b": 2.0}, {"a": 1.0, "b": 2.0, "z": 3.0}):
+        with pytest.raises(ValueError, match=r"expected \['a', 'b', 'c'\]"):
+            m.learn_one(x, 0)
+        with pytest.raises(ValueError, match=r"expected \['a', 'b', 'c'\]"):
+            m.predict_proba_one(x)
+    assert m._unit_test_skips() == {"check_emerging_features", "check_disappearing_features",
+                                    "check_radically_disappearing_features"}
+    assert m.method.updates_applied == 1
+
+
+def test_a_clone_pickles_the_same_while_the_original_learns():
+    import pickle
+
+    m = RiverClassifier(create_method("bimu", [2, 8, 3], seed=3, preset="pmnist-100"))
+    c = m.clone()
+    before = pickle.dumps(c)
+    assert pickle.dumps(c) == before  # the method's random generators pickle as their state bytes
+    for x, y in blobs(30):
+        m.learn_one(x, y)
+    assert pickle.dumps(c) == before and c.method.updates_applied == 0
+    restored = pickle.loads(before)
+    probe = {"u": 0.3, "v": -0.2}
+    assert restored.predict_proba_one(probe) == c.predict_proba_one(probe)

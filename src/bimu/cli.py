@@ -125,10 +125,16 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
 def read_config_file(path: str) -> dict:
     """The JSON object of a ``--config`` file; ValueError naming the file for a missing, unreadable or
     malformed file, or one that does not hold an object (``bimu tune`` exports such a file)."""
+    from bimu.untrusted import MAX_JSON_DEPTH, UntrustedFileError, json_depth, read_text
+
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = read_text(path, 16 * 2**20)  # a regular file of at most 16 MiB
+    except UntrustedFileError as e:
+        raise ValueError(f"config file {e}") from None
     except OSError as e:
         raise ValueError(f"config file {path}: cannot be read ({e.strerror or e})") from None
+    if json_depth(text) > MAX_JSON_DEPTH:
+        raise ValueError(f"config file {path}: JSON nested deeper than {MAX_JSON_DEPTH} levels; refused")
     try:
         obj = json.loads(text, parse_float=lambda v: _finite_float(path, v))
     except json.JSONDecodeError as e:

@@ -289,3 +289,25 @@ QUERY_DYNAMICS_ACCURACY: dict[str, Row] = {
 }
 """Appendix tab:openloris-querying-dynamics, part (a): task -> accuracy (%) at checkpoints inside the
 task, keyed by the percent of its examples streamed (Acc@0, @25, @50, @75, @99)."""
+
+
+def paper_vr_samples(k: int, n: int) -> tuple[str, str]:
+    """The paper's (accuracy, data used) cells of the K ablation at threshold ``n / k``; ``("-", "-")``
+    if the paper lists no such row."""
+    for ns, row in VR_SAMPLES.get(int(k), []):
+        if int(n) in ns:
+            c = cells(row)
+            return c["acc"], c["used"]
+    return "-", "-"
+
+
+def paper_points(baseline: Row, vr_points) -> dict[str, str]:
+    """The paper column of an accuracy-vs-queried table: the 100%-update baseline and the VR points its
+    text quotes, by query rule.
+
+    >>> paper_points(ANIMALS_AL_BASELINE, ANIMALS_VR_POINTS)["vr"]
+    '84.46 at 11% queried; 87.12 at 18% queried'
+    """
+    base = cells(baseline)
+    return {"all": f"{base['acc']} ({base['used']}% queried)",
+            "vr": "; ".join(f"{c['acc']} at {c['queried']}% queried" for c in map(cells, vr_points))}

@@ -91,7 +91,7 @@ class Owner:
         try:
             d = json.loads(text)
             owner = cls(str(d["host"]), int(d["pid"]), d["start"], d["boot"])
-        except (ValueError, TypeError, KeyError):
+        except (ValueError, TypeError, KeyError, RecursionError):
             return None
         if not (owner.start is None or isinstance(owner.start, int)) or not (owner.boot is None
                                                                              or isinstance(owner.boot, str)):

@@ -31,7 +31,11 @@ from typing import Any
 import numpy as np
 
 from bimu.atomic import atomic_write_bytes, atomic_write_text, owned_temp
+from bimu.checkpoint import (CheckpointError, check_checkpoint_state, checkpoint_bytes,  # noqa: F401 - used from here
+                             checkpoint_value, load_checkpoint_file)
 from bimu.process import Owner, pid_alive  # noqa: F401 - pid_alive is used from here by bimu.tune
+from bimu.untrusted import (MAX_LOCK_BYTES, NUMBER, UntrustedFileError, check_fields, load_npy, memory_budget,
+                            read_json, read_jsonl, read_text)
 
 CONFIG = "config.json"
 ENVIRONMENT = "environment.json"
@@ -46,10 +50,34 @@ RESULT = "result.json"
 """The one file an active-learning run of ``bimu reproduce`` writes when it is done (beside its config)."""
 
 
+METRIC_FIELDS = {"task": int, "acc": (*NUMBER, type(None)), "steps": (int, type(None)),
+                 "steps_per_s": (*NUMBER, type(None)), "train_seconds": (*NUMBER, type(None)),
+                 "eval_seconds": (*NUMBER, type(None)), "evaluated": (dict, type(None))}
+"""The types of the fields of a ``metrics.jsonl`` record that bimu reads (checked on every read)."""
+_OPT_NUMBER = (*NUMBER, type(None))
+FILE_FIELDS = {
+    CONFIG: {"benchmark": str, "method": str, "tasks": (int, type(None)), "seeds": list, "hidden": (list, type(None)),
+             "resolved": dict, "active": (str, type(None))},
+    SUMMARY: {"complete": bool, "n_tasks": int, "last_k": int, "seed": int, "last_k_acc": _OPT_NUMBER,
+              "first_task_acc": _OPT_NUMBER, "mmrr": _OPT_NUMBER, "bwt": _OPT_NUMBER, "steps_per_s": _OPT_NUMBER,
+              "ood_auc": (dict, type(None)), "active": (dict, type(None))},
+}
+"""The types of the fields bimu reads from ``config.json`` and ``summary.json`` (checked on every read)."""
+
+
 class RunDirRefused(RuntimeError):
     """This command may not use the run directory: it holds another run (configuration, engine,
     stream), a checkpoint that cannot be resumed exactly, or another live process runs it. The command
     stops, and writes no ``error.txt`` there (the directory is not this command's to mark failed)."""
+
+
+class RunDirInUse(RunDirRefused):
+    """Another live process (``owner``, a :class:`~bimu.process.Owner`) runs this run directory: another
+    command sharing the output folder, which finishes it there."""
+
+    def __init__(self, message: str, owner: Owner):
+        super().__init__(message)
+        self.owner = owner
 
 
 @contextlib.contextmanager
@@ -197,8 +225,12 @@ class RunDir:
         atomic_write_text(self.file(name), dumps(obj) + "\n")
 
     def read_json(self, name: str) -> Any:
-        """Read a JSON file of the directory."""
-        return json.loads(self.file(name).read_text(encoding="utf-8"))
+        """Read a JSON object file of the directory, bounded (:func:`bimu.untrusted.read_json`: a regular
+        file, size and nesting limited, an object)."""
+        obj = read_json(self.file(name), kind=dict)
+        if name in FILE_FIELDS:
+            check_fields(obj, FILE_FIELDS[name], str(self.file(name)))
+        return obj
 
     def write_metrics(self, records: Iterable[Mapping[str, Any]]) -> None:
         """Atomically rewrite ``metrics.jsonl`` with one line per record."""
@@ -208,8 +240,10 @@ class RunDir:
         """The records of ``metrics.jsonl`` (empty if absent)."""
         if not self.exists(METRICS):
             return []
-        text = self.file(METRICS).read_text(encoding="utf-8")
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
+        records = read_jsonl(self.file(METRICS))
+        for i, rec in enumerate(records, 1):
+            check_fields(rec, METRIC_FIELDS, f"{self.file(METRICS)}:{i}")
+        return records
 
     def write_matrix(self, R: np.ndarray) -> None:
         """Atomically write the accuracy matrix as ``.npy`` and ``.csv`` (empty cells for NaN)."""
@@ -234,7 +268,13 @@ class RunDir:
         """The accuracy matrix: ``accuracy_matrix.npy``, or where a kept copy leaves it out, the same
         matrix rebuilt from ``metrics.jsonl`` (:func:`matrix_from_records`)."""
         if self.exists(MATRIX_NPY) or not self.has_matrix():
-            return np.load(self.file(MATRIX_NPY))
+            n = self.n_tasks()
+            budget = memory_budget() if n is None else min(memory_budget(), 8 * n * n + 1024)
+            R = load_npy(self.file(MATRIX_NPY), budget=budget)
+            if R.ndim != 2 or R.shape[0] != R.shape[1] or R.dtype.kind not in "fiu":
+                raise UntrustedFileError(f"{self.file(MATRIX_NPY)}: not a square numeric matrix "
+                                         f"(shape {R.shape}, dtype {R.dtype})")
+            return R
         return matrix_from_records(self.n_tasks(), self.read_metrics())
 
     def save_checkpoint(self, state: Mapping[str, Any]) -> None:
@@ -291,21 +331,24 @@ class RunDir:
         raise RunDirRefused(f"could not lock {self.path}: its .lock keeps changing")
 
     def check_lock(self, me: Owner | None = None) -> Owner | None:
-        """Raise :class:`RunDirRefused` if a live process other than ``me`` (this process) holds ``.lock``;
+        """Raise :class:`RunDirInUse` if a live process other than ``me`` (this process) holds ``.lock``;
         else return the lock's owner (``None`` if none)."""
         me = me or Owner.current()
         owner = self.lock_owner()
         if owner is not None and owner != me and owner.alive():
             where = "" if owner.is_local() else f" on host {owner.host}"
-            raise RunDirRefused(f"{self.path} is in use by process {owner.pid}{where}; wait for it or stop it")
+            raise RunDirInUse(f"{self.path} is in use by process {owner.pid}{where}; wait for it or stop it", owner)
         return owner
 
     def lock_owner(self) -> Owner | None:
         """The process named in ``.lock`` (it may have died: see :meth:`locked_by_live_process`), or
         ``None`` when there is no lock or it names no owner."""
         try:
-            return Owner.parse(self.file(LOCK).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError):
+            return Owner.parse(read_text(self.file(LOCK), MAX_LOCK_BYTES))
+        except UntrustedFileError as e:
+            raise RunDirRefused(f"{e}: a .lock must be a small regular file; remove {self.file(LOCK)} by hand "
+                                "once you know what made it") from None
+        except OSError:
             return None
 
     def lock_pid(self) -> int | None:
@@ -325,7 +368,7 @@ class RunDir:
             with _serialised(self.path):
                 if self.lock_owner() == Owner.current():
                     self.file(LOCK).unlink(missing_ok=True)
-        except OSError:
+        except (OSError, RunDirRefused):  # a lock that is no longer ours (or not a file) is not ours to remove
             pass
 
     def __repr__(self) -> str:
@@ -382,116 +425,3 @@ def full_checkpoint(state: Mapping[str, Any]) -> dict[str, Any]:
     if "R" not in out and "records" in out and "n_tasks" in out:
         out["R"] = matrix_from_records(int(out["n_tasks"]), out["records"])
     return out
-
-
-# ------------------------------------------------------------------------------- checkpoint files
-class CheckpointError(ValueError):
-    """A checkpoint file that is refused (it would need more than tensors and plain values to load) or
-    that cannot be read; the message is one line naming the file."""
-
-
-_NDARRAY = "__bimu_ndarray__"
-"""Key of the dict that stands for a numpy array or scalar inside a checkpoint."""
-
-
-def _numpy_allowlist() -> list:
-    """The numpy reconstructors that checkpoints holding raw numpy values need: they build arrays,
-    dtypes and scalars from plain data and call nothing else."""
-    try:
-        from numpy._core.multiarray import _reconstruct, scalar
-    except ImportError:  # numpy 1.x
-        from numpy.core.multiarray import _reconstruct, scalar
-
-    return [_reconstruct, scalar, np.ndarray, np.dtype, *{type(np.dtype(c)) for c in "?bhilqBHILQefdgFDG"}]
-
-
-def checkpoint_value(v: Any, where: str = "state") -> Any:
-    """``v`` with every numpy array and scalar replaced by a ``{"__bimu_ndarray__": uint8 tensor, "dtype",
-    "shape"}`` dict, so that it holds only what ``torch.load(weights_only=True)`` accepts: tensors,
-    numbers, strings, bytes, None, torch dtypes/sizes/devices, and dicts, lists, tuples and sets of
-    those. TypeError naming the entry (``where``) for any other object.
-
-    >>> checkpoint_value({"R": np.eye(2)[0], "n": 3})["R"]["dtype"]
-    '<f8'
-    """
-    import torch
-
-    if isinstance(v, (np.ndarray, np.generic)):
-        a = np.asarray(v)
-        if a.dtype.hasobject:
-            raise TypeError(f"checkpoint entry {where}: a numpy array of Python objects cannot be saved safely")
-        raw = torch.frombuffer(bytearray(np.ascontiguousarray(a).tobytes()) or bytearray(1), dtype=torch.uint8)
-        return {_NDARRAY: raw[:a.nbytes], "dtype": a.dtype.str, "shape": list(a.shape) if a.ndim or isinstance(
-            v, np.ndarray) else None}
-    if v is None or isinstance(v, (bool, int, float, complex, str, bytes, torch.Tensor, torch.dtype, torch.device,
-                                   torch.Size)):
-        return v
-    if isinstance(v, Mapping):
-        out = {k: checkpoint_value(x, f"{where}[{k!r}]") for k, x in v.items()}
-        from collections import OrderedDict
-
-        return OrderedDict(out) if isinstance(v, OrderedDict) else out
-    if isinstance(v, (list, tuple, set, frozenset)):
-        items = [checkpoint_value(x, f"{where}[{i}]") for i, x in enumerate(v)]
-        return items if isinstance(v, list) else tuple(items) if isinstance(v, tuple) else type(v)(items)
-    raise TypeError(f"checkpoint entry {where}: a {type(v).__module__}.{type(v).__qualname__} cannot be saved "
-                    "safely (tensors, numpy arrays, numbers, strings and containers of them only)")
-
-
-def _restore(v: Any) -> Any:
-    """Inverse of :func:`checkpoint_value`."""
-    if isinstance(v, dict):
-        if _NDARRAY in v:
-            a = np.frombuffer(v[_NDARRAY].numpy().tobytes(), dtype=np.dtype(v["dtype"]))
-            return a.reshape(v["shape"]).copy() if v["shape"] is not None else a[0]
-        return type(v)((k, _restore(x)) for k, x in v.items())
-    if isinstance(v, list):
-        return [_restore(x) for x in v]
-    if isinstance(v, tuple) and not hasattr(v, "numel"):
-        return tuple(_restore(x) for x in v)
-    return v
-
-
-def checkpoint_bytes(state: Mapping[str, Any], tagged: bool = True) -> bytes:
-    """The ``torch.save`` bytes of ``state`` as :func:`checkpoint_value` encodes it: what
-    :func:`load_checkpoint_file` (or ``torch.load(..., weights_only=True)``) reads back without running
-    code from the file. With ``tagged=False`` its numpy values are pickled as numpy, the form that bimu
-    versions older than the tagged values resume from; :func:`load_checkpoint_file` reads both."""
-    import torch
-
-    buf = io.BytesIO()
-    value = checkpoint_value(dict(state)) if tagged else dict(state)
-    torch.save(value, buf)
-    return buf.getvalue()
-
-
-def load_checkpoint_file(path: str | os.PathLike) -> dict[str, Any]:
-    """The checkpoint in ``path``, read with ``torch.load(weights_only=True)``: tensors, plain values and
-    numpy arrays come back, nothing in the file is called. A file that holds anything else (a pickle
-    that would run code) is refused with :class:`CheckpointError` before any of it runs, naming the
-    file and the objects it asks for; so is an unreadable file."""
-    import pickle
-
-    import torch
-
-    path = Path(path)
-    try:
-        with torch.serialization.safe_globals(_numpy_allowlist()):
-            state = torch.load(path, map_location="cpu", weights_only=True)
-    except FileNotFoundError:
-        raise
-    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, TypeError, AttributeError, OSError,
-            IndexError, KeyError) as e:
-        try:
-            with torch.serialization.safe_globals(_numpy_allowlist()):
-                unsafe = torch.serialization.get_unsafe_globals_in_checkpoint(path)
-        except Exception:  # noqa: BLE001 - a file too damaged to list: the load error says why
-            unsafe = []
-        if unsafe:
-            raise CheckpointError(f"{path}: refused: the file asks for {', '.join(unsafe)}, which a bimu checkpoint "
-                                  "never holds (loading it could run code from the file)") from None
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise CheckpointError(f"{path}: cannot read the checkpoint ({first})") from None
-    if not isinstance(state, dict):
-        raise CheckpointError(f"{path}: not a bimu checkpoint (it holds a {type(state).__name__}, not a dict)")
-    return _restore(state)

@@ -25,7 +25,14 @@ from bimu.active.accounting import Accounting
 from bimu.active.budget import BudgetController
 from bimu.active.scores import SCORES, canonical_score, dissent_count, score_values
 from bimu.active.threshold import ThresholdRule, vote_threshold
-from bimu.methods.base import OnlineMethod, check_labels, generator_on, seeded_generator
+from bimu.methods.base import (
+    OnlineMethod,
+    check_labels,
+    generator_on,
+    generators_as_data,
+    generators_from_data,
+    seeded_generator,
+)
 
 QUERY_KEY_RANGE = 2**62
 """Each example's key for a method's ``query_samples`` is drawn from the query generator in ``[0, this)``."""
@@ -190,6 +197,8 @@ class ActiveLearner:
         self._pending: bool | None = None
         self.last_score = math.nan
         self.last_tau = math.nan
+        self.last_probs: torch.Tensor | None = None
+        """The class probabilities ``[K, 1, C]`` of the last :meth:`predict_one`'s samples."""
 
     @staticmethod
     def _check_sampler(name, method) -> str:
@@ -238,7 +247,7 @@ class ActiveLearner:
         label = None if label is None else label.to(probs.device)
         ask, score, tau = self.acquisition.decide(probs, self.ledger.labels_queried, self.ledger.examples_seen,
                                                   label)
-        self.last_score, self.last_tau = score, tau
+        self.last_score, self.last_tau, self.last_probs = score, tau, probs
         self.ledger.record_prediction(ask, forward_passes=probs.shape[0], task=self.task)
         if not ask:
             self.method.observe_unlabelled(1)
@@ -282,6 +291,14 @@ class ActiveLearner:
         self.task, self._pending = state["task"], state["pending"]
         self.last_score, self.last_tau = state["last_score"], state["last_tau"]
         self.query_sampler = sampler
+
+    def __getstate__(self) -> dict:
+        """The attributes for pickle and ``copy``, the query generator as plain data (so the same learner
+        pickles the same way every time)."""
+        return generators_as_data(self.__dict__)
+
+    def __setstate__(self, state) -> None:
+        self.__dict__.update(generators_from_data(state))
 
     def __repr__(self) -> str:
         return f"ActiveLearner({type(self.method).__name__}, {self.acquisition!r})"

@@ -39,6 +39,7 @@ import numpy as np
 
 from bimu.atomic import atomic_path
 from bimu.privatedir import private_dir
+from bimu.untrusted import load_npy
 
 IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
 IMAGENET_STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
@@ -62,16 +63,20 @@ def list_images(folder: str | os.PathLike) -> list[Path]:
 
 
 def load_image(path: str | os.PathLike) -> np.ndarray:
-    """Decode one image file to ``uint8 [H, W, 3]`` RGB; ValueError naming the file if corrupt."""
-    from PIL import Image, UnidentifiedImageError
+    """Decode one image file to ``uint8 [H, W, 3]`` RGB; ValueError naming the file if corrupt, not a
+    regular file, or larger than :data:`bimu.untrusted.MAX_IMAGE_PIXELS` (refused from its header)."""
+    from PIL import UnidentifiedImageError
+
+    from bimu.untrusted import UntrustedFileError, open_image
 
     path = Path(path)
     try:
-        with Image.open(path) as im:
-            im.load()
+        with open_image(path) as im:
             return np.asarray(im.convert("RGB"), dtype=np.uint8).copy()
     except FileNotFoundError:
         raise FileNotFoundError(f"image not found: {path}") from None
+    except UntrustedFileError:
+        raise
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
         raise ValueError(f"cannot decode image {path}: {exc}") from None
 
@@ -293,7 +298,7 @@ class FeatureCache:
         file = self.path(key, backbone_key)
         if file.exists():
             try:
-                arr = np.load(file)
+                arr = load_npy(file)
                 if arr.shape[0] == len(paths):
                     self.hits += 1
                     return arr.astype(np.float32)

@@ -39,11 +39,15 @@ import numpy as np
 import torch
 
 from bimu.data.feature_benchmarks import ArrayBenchmark
+from bimu.untrusted import check_npz, open_regular
 
 REQUIRED = ("x_train", "y_train", "x_test", "y_test")
 """Arrays every ``.npz`` for bimu holds."""
 OPTIONAL = ("task_train", "task_test", "x_ood", "n_classes")
 """Arrays it may hold."""
+MAX_CLASSES = 100_000
+"""Most classes a stream may have (labels and ``n_classes`` are checked against it before anything is sized
+by them)."""
 
 
 class OwnBenchmark(ArrayBenchmark):
@@ -100,6 +104,10 @@ def own_benchmark(x_train, y_train, x_test, y_test, *, task_train=None, task_tes
     xte = _features(where, "x_test", x_test, d)
     ytr = _ints(where, "y_train", y_train, len(xtr), "class labels")
     yte = _ints(where, "y_test", y_test, len(xte), "class labels")
+    for label_name, y in (("y_train", ytr), ("y_test", yte)):
+        if y.max() >= MAX_CLASSES:
+            row = int(np.argmax(y))
+            _fail(where, label_name, f"label {int(y[row])} at row {row} is beyond the limit of {MAX_CLASSES:,} classes")
     top = int(max(ytr.max(), yte.max()))
     if n_classes is None:
         n_classes = top + 1
@@ -108,6 +116,8 @@ def own_benchmark(x_train, y_train, x_test, y_test, *, task_train=None, task_tes
         if n.ndim != 0 or n.dtype.kind not in "iu":
             _fail(where, "n_classes", f"must be one integer, got {n_classes!r}")
         n_classes = int(n)
+        if n_classes > MAX_CLASSES:
+            _fail(where, "n_classes", f"{n_classes} is beyond the limit of {MAX_CLASSES:,} classes")
     if n_classes < 2:
         _fail(where, "y_train", f"needs at least 2 classes, found only class {top}")
     for label_name, y in (("y_train", ytr), ("y_test", yte)):
@@ -126,6 +136,10 @@ def own_benchmark(x_train, y_train, x_test, y_test, *, task_train=None, task_tes
     for task_name, t in (("task_train", ttr), ("task_test", tte)):
         if t.min() < 0:
             _fail(where, task_name, f"task indices must be >= 0, found {int(t.min())}")
+        if t.max() >= len(t):  # each task 0..T-1 needs a row of its own, so T <= rows
+            row = int(np.argmax(t))
+            _fail(where, task_name, f"task index {int(t[row])} at row {row} leaves tasks without rows (tasks are "
+                                    f"0..T-1, each with rows: T is at most the {len(t)} rows)")
     n_tasks = int(max(ttr.max(), tte.max())) + 1
     for task_name, t in (("task_train", ttr), ("task_test", tte)):
         counts = np.bincount(t, minlength=n_tasks)
@@ -151,13 +165,17 @@ def file_sha256(path) -> str:
 
 def load_npz(path) -> OwnBenchmark:
     """The :class:`OwnBenchmark` of a ``.npz`` file (see the module docs); ValueError of one line naming
-    the file and the array for a missing, unknown, object-holding or malformed array."""
+    the file and the array for a missing, unknown, object-holding or malformed array, for anything but a
+    regular file, and for arrays whose declared shapes or decompressed sizes exceed the memory budget
+    (:func:`bimu.untrusted.check_npz`, checked before anything is inflated)."""
     p = Path(path)
     where = f"{p}: "
-    if not p.is_file():
+    if not p.exists():
         raise ValueError(f"{p}: no such file")
-    if not zipfile.is_zipfile(p):
-        raise ValueError(f"{p}: not a readable .npz file (not a zip archive of .npy arrays, as numpy.savez writes)")
+    with open_regular(p) as f:
+        if not zipfile.is_zipfile(f):
+            raise ValueError(f"{p}: not a readable .npz file (not a zip archive of .npy arrays, as numpy.savez writes)")
+    check_npz(p)  # declared sizes and shapes within the memory budget, before anything is inflated
     try:
         with np.load(p, allow_pickle=False) as z:
             names = list(z.files)

@@ -84,12 +84,16 @@ def _layout(folder: Path, split: str) -> dict[str, dict[str, list[Path]]]:
 
 
 def _check_readable(paths) -> None:
-    from PIL import Image, UnidentifiedImageError
+    from PIL import UnidentifiedImageError
+
+    from bimu.untrusted import UntrustedFileError, open_image
 
     for p in paths:
         try:
-            with Image.open(p) as im:
+            with open_image(p, load=False) as im:  # regular files, pixel count capped from the header
                 im.verify()
+        except UntrustedFileError:
+            raise
         except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as e:
             raise ValueError(f"{p}: not a readable image ({' '.join(str(e).split()) or type(e).__name__})") from None
 

@@ -4,8 +4,14 @@
   popcount forward, votes and uncertainty scores;
 - :mod:`bimu.edge.cost` - :func:`compute_cost_table` (the paper's compute-cost appendix, measured);
 - :mod:`bimu.edge.export` - :func:`export_model` / :func:`export_run` (npz, C header + reference C);
+- :mod:`bimu.edge.clearner` - the C learner (``c/bimu_learn.c``) built on the host and driven via ctypes;
+- :mod:`bimu.edge.learner_export` - the ``c-learner`` export (a device that keeps learning) and the
+  device state read back into a run directory (``bimu import-device``);
+- :mod:`bimu.edge.csign` - the C STE / Synaptic Metaplasticity steps (``c/bimu_sign_learn.c``) via ctypes;
+- :mod:`bimu.edge.emulate` - the C learners cross-built for Cortex-M4 / M7 and run under QEMU:
+  instruction counts and the device's hash against the host's;
 - :mod:`bimu.edge.formats` - the export formats and the files each writes;
-- :mod:`bimu.edge.cli` - the ``export`` and ``compute-cost`` subcommands.
+- :mod:`bimu.edge.cli` - the ``export``, ``import-device`` and ``compute-cost`` subcommands.
 """
 
 from bimu.lazy import lazy_exports

@@ -12,6 +12,11 @@ and with ``K = 2`` MC predictors and a query rate ``B_rate = 3.3%``:
 ``bimu.engine`` supports the network) on this machine, single-threaded, all in one run, and puts
 the paper's numbers beside them. Timings are medians over interleaved repeats.
 
+:func:`emulated_cost_section` adds the device's side: the C learners (BiMU, BayesBiNN, STE, Syn. Meta.)
+cross-built for Cortex-M4 and Cortex-M7 and run under QEMU (:mod:`bimu.edge.emulate`), INSTRUCTIONS
+(not cycles) per inference of one MC sample and per training step beside the paper's cycle table,
+with ``C_AL`` and ``C_full`` computed from them; one line says so when the toolchain is missing.
+
 >>> round(expected_cost_al(13.7, 266.0, k=2, query_rate=0.033), 1), expected_cost_full(13.7, 266.0, k=2)
 (45.0, 559.4)
 """
@@ -29,42 +34,8 @@ import torch
 
 from bimu.engine.build import build_method
 
-PAPER_K = 2
-"""MC predictors of the paper's compute-cost appendix (OpenLORIS-8192, variation ratio)."""
-PAPER_QUERY_RATE = 0.033
-"""Fraction of the stream queried (and trained on) in the paper's compute-cost appendix."""
-PAPER_STM32 = {
-    "device": "STM32 NUCLEO-64, 216 MHz (paper, projected to 8192 -> 19)",
-    "sizes": [8192, 19],
-    "inference_ms": 13.7,
-    "train_ms": 266.0,
-    "al_ms": 45.0,
-    "full_ms": 559.4,
-    "train_over_inference": 19.4,
-    "full_over_al": 12.4,
-    "reference_layer": {"sizes": [512, 16], "inference_us": 717.93, "train_us": 13991.27},
-}
-"""The paper's measured / projected numbers (appendix tables)."""
-
-
-def expected_cost_al(c_inference: float, c_train: float, k: int = PAPER_K,
-                     query_rate: float = PAPER_QUERY_RATE) -> float:
-    """``C_AL = K (C_inference + B_rate C_train)``: expected cost per incoming example, active."""
-    _check_k_rate(k, query_rate)
-    return k * (c_inference + query_rate * c_train)
-
-
-def expected_cost_full(c_inference: float, c_train: float, k: int = PAPER_K) -> float:
-    """``C_full = K (C_inference + C_train)``: full online training of a Bayesian binary network."""
-    _check_k_rate(k, 1.0)
-    return k * (c_inference + c_train)
-
-
-def _check_k_rate(k, rate):
-    if int(k) != k or k < 1:
-        raise ValueError(f"K must be a positive integer, got {k}")
-    if not 0.0 <= rate <= 1.0:
-        raise ValueError(f"query rate must lie in [0, 1], got {rate}")
+from bimu.edge.paper_cost import (PAPER_K, PAPER_QUERY_RATE, PAPER_STM32,  # noqa: F401 - part of this interface
+                                   check_k_rate, expected_cost_al, expected_cost_full)
 
 
 @contextlib.contextmanager
@@ -197,7 +168,7 @@ def compute_cost_table(sizes: Sequence[int] = (8192, 19), preset: str | None = "
     from bimu.edge.packed import pack
     from bimu.methods import create_method
 
-    _check_k_rate(k, 0.0 if query_rate is None else query_rate)
+    check_k_rate(k, 0.0 if query_rate is None else query_rate)
     if run_dir is not None and query_rate is None:
         query_rate, source = query_rate_from_run(run_dir), f"measured in {run_dir}"
     elif query_rate is None:
@@ -256,3 +227,28 @@ def compute_cost_table(sizes: Sequence[int] = (8192, 19), preset: str | None = "
         train={n: med[f"train:{n}"] / n_examples for n in trainers},
         n_examples=n_examples, repeats=repeats, inference_samples=inference_samples,
     )
+
+
+EMULATED_NETWORKS = {"quick": [[512, 16]], "full": [[512, 16], [8192, 19]]}
+"""Networks of the emulated instruction table by scale: the paper's 512 -> 16 reference layer, and at
+full scale the 8192 -> 19 OpenLORIS head too."""
+
+
+def emulated_cost_section(scale: str = "full", k: int = PAPER_K, query_rate: float = PAPER_QUERY_RATE,
+                          cores: Sequence[str] = ("m4", "m7"), seed: int = 0, required: bool = False):
+    """``(text, table)``: the emulated instruction table (:func:`bimu.edge.emulate.emulated_cost_table`)
+    of the networks of ``scale`` (:data:`EMULATED_NETWORKS`) as markdown, and its
+    :class:`~bimu.edge.emulate.EmulatedCostTable`; every device hash is checked against the host build.
+    Without the toolchain: one line saying so and ``None`` (``required``: RuntimeError instead)."""
+    from bimu.edge.emulate import emulated_cost_table, toolchain_note
+
+    if scale not in EMULATED_NETWORKS:
+        raise ValueError(f"scale must be one of {sorted(EMULATED_NETWORKS)}, got {scale!r}")
+    check_k_rate(k, query_rate)
+    note = toolchain_note()
+    if note:
+        if required:
+            raise RuntimeError(note)
+        return note + "\n", None
+    table = emulated_cost_table(EMULATED_NETWORKS[scale], cores=list(cores), k=k, query_rate=query_rate, seed=seed)
+    return table.format(), table

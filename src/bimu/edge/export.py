@@ -19,7 +19,6 @@ as :meth:`PackedNetwork.predict`.
 from __future__ import annotations
 
 import importlib.resources
-import re
 from pathlib import Path
 
 import numpy as np
@@ -29,32 +28,11 @@ from bimu.atomic import atomic_path, atomic_write_text
 from bimu.edge.formats import FORMAT_FILES, FORMATS
 from bimu.edge.packed import PackedNetwork, pack
 from bimu.nn.mlp import LAYER_NORM_EPS, BinaryBayesianMLP
-from bimu.rundir import CHECKPOINT as CHECKPOINT_NAME, load_checkpoint_file
+from bimu.edge.runs import layer_lambdas, read_checkpoint  # noqa: F401 - part of this module's interface
 
 FORMAT_VERSION = 1
 RNG_NAME = "splitmix64-bitsliced-v1"
 """Name of the sampler (stream key, counter layout, MSB-first bit slicing); stored in every export."""
-
-
-# ---------------------------------------------------------------------------- reading runs
-def read_checkpoint(run_dir) -> dict:
-    """The checkpoint dict of a run directory (or of a checkpoint file), with ``method_state``.
-
-    Raises FileNotFoundError for a missing directory or checkpoint, ValueError for an unreadable
-    file or one that is not a bimu checkpoint.
-    """
-    path = Path(run_dir)
-    if not path.exists():
-        raise FileNotFoundError(f"run directory {str(path)!r} does not exist")
-    ckpt = path / CHECKPOINT_NAME if path.is_dir() else path
-    if not ckpt.is_file():
-        seeds = sorted(p.name for p in path.glob("seed-*") if (p / CHECKPOINT_NAME).is_file())
-        hint = f"; pick one of its seed directories: {seeds}" if seeds else ""
-        raise FileNotFoundError(f"no {CHECKPOINT_NAME} in {str(path)!r}{hint}")
-    state = load_checkpoint_file(ckpt)  # CheckpointError (a ValueError) for a refused or unreadable file
-    if not isinstance(state, dict) or "method_state" not in state:
-        raise ValueError(f"{str(ckpt)!r} is not a bimu checkpoint (no 'method_state')")
-    return state
 
 
 def load_run(run_dir) -> tuple[BinaryBayesianMLP, dict]:
@@ -70,30 +48,15 @@ def load_run(run_dir) -> tuple[BinaryBayesianMLP, dict]:
 def model_from_method_state(ms: dict, source: str = "state") -> tuple[BinaryBayesianMLP, dict]:
     """Rebuild the :class:`BinaryBayesianMLP` of an ``OnlineMethod.state_dict()``."""
     method = ms.get("method", "?")
-    modules = ms.get("modules") or {}
-    model_state = modules.get("model") if isinstance(modules, dict) else None
-    if model_state is None and isinstance(modules, dict) and isinstance(modules.get("lam"), (list, tuple)):
-        # the fused engine's layout: one lambda tensor per layer
-        model_state = {f"layers.{i}.lam": torch.as_tensor(t) for i, t in enumerate(modules["lam"])}
-    lam_keys = sorted((k for k in (model_state or {}) if re.fullmatch(r"layers\.\d+\.lam", k)),
-                      key=lambda k: int(k.split(".")[1]))
-    if not lam_keys or len(lam_keys) != len(model_state):
-        raise ValueError(
-            f"{source}: method {method!r} does not hold a binary Bayesian MLP (Bernoulli layers "
-            "'layers.{i}.lam' only): outside the supported family of the paper's binary Bayesian networks (BiMU, "
-            "BayesBiNN)")
-    lams = [model_state[k] for k in lam_keys]
+    lams = layer_lambdas(ms, source)
     sizes = [int(lams[0].shape[1])] + [int(t.shape[0]) for t in lams]
-    for a, b in zip(lams[:-1], lams[1:]):
-        if b.shape[1] != a.shape[0]:
-            raise ValueError(f"{source}: layer shapes do not chain: {[tuple(t.shape) for t in lams]}")
     if "sizes" in ms and [int(s) for s in ms["sizes"]] != sizes:
         raise ValueError(f"{source}: sizes {list(ms['sizes'])} do not match the layers {sizes}")
     hp = dict(ms.get("hparams") or {})
     model = BinaryBayesianMLP(sizes, activation=hp.get("activation", "rbg"),
                               output_norm=bool(hp.get("output_norm", True)),
                               gate_width=float(hp.get("gate_width", 1.0)))
-    model.load_state_dict({k: v.to(torch.float32) for k, v in model_state.items()})
+    model.load_state_dict({f"layers.{i}.lam": torch.as_tensor(t).to(torch.float32) for i, t in enumerate(lams)})
     meta = {"method": method, "examples_seen": ms.get("examples_seen"), "seed": ms.get("seed")}
     return model, meta
 
@@ -183,7 +146,9 @@ def c_header(packed: PackedNetwork, meta: dict | None = None) -> str:
 
 
 def export_packed(packed: PackedNetwork, out_dir, format: str = "npz", meta: dict | None = None) -> list[Path]:
-    """Write ``packed`` to ``out_dir`` in ``format`` (:data:`FORMATS`); returns the written paths."""
+    """Write ``packed`` to ``out_dir`` in ``format`` (``npz`` or ``c-header``); returns the written paths."""
+    if format == "c-learner":
+        raise ValueError("format 'c-learner' exports a run's learner state: use export_run (bimu export RUN)")
     if format not in FORMATS:
         raise ValueError(f"unknown export format {format!r}; expected one of {FORMATS}")
     out = Path(out_dir)
@@ -200,7 +165,10 @@ def export_packed(packed: PackedNetwork, out_dir, format: str = "npz", meta: dic
 
 def export_model(model, out_dir, format: str = "npz", input_bits: int = 8, input_max: float | None = None,
                  input_exponent: int | None = None, calibration=None, meta: dict | None = None) -> list[Path]:
-    """Export a :class:`BinaryBayesianMLP` or a method holding one (``.model``); see :func:`pack`."""
+    """Export a :class:`BinaryBayesianMLP` or a method holding one (``.model``) as ``npz`` or ``c-header``;
+    see :func:`pack` (the ``c-learner`` format exports a run: :func:`export_run`)."""
+    if format == "c-learner":
+        raise ValueError("format 'c-learner' exports a run's learner state: use export_run (bimu export RUN)")
     if format not in FORMATS:
         raise ValueError(f"unknown export format {format!r}; expected one of {FORMATS}")
     if meta is None and hasattr(model, "info"):
@@ -211,8 +179,13 @@ def export_model(model, out_dir, format: str = "npz", input_bits: int = 8, input
 
 
 def export_run(run_dir, out_dir, format: str = "npz", **kwargs) -> list[Path]:
-    """Export the network of a run directory (``checkpoint.pt``, see docs/contracts.md)."""
+    """Export the network of a run directory (``checkpoint.pt``, see docs/contracts.md); ``kwargs`` are
+    :func:`export_model`'s, or for ``c-learner`` :func:`bimu.edge.learner_export.export_c_learner`'s."""
     if format not in FORMATS:
         raise ValueError(f"unknown export format {format!r}; expected one of {FORMATS}")
+    if format == "c-learner":  # the learner's state (bimu.edge.learner_export), not a packed network
+        from bimu.edge.learner_export import export_c_learner
+
+        return export_c_learner(run_dir, out_dir, **kwargs)
     model, meta = load_run(run_dir)
     return export_model(model, out_dir, format, meta=meta, **kwargs)

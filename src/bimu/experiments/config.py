@@ -19,7 +19,7 @@ ValueError: unknown config key 'taks'; did you mean 'tasks'?
 >>> RunConfig.from_dict({"tasks": 0})
 Traceback (most recent call last):
 ...
-ValueError: config 'tasks' must be >= 1 or none, got 0
+ValueError: config 'tasks' must be >= 1 or none, at most 100000, got 0
 """
 
 from __future__ import annotations
@@ -42,6 +42,12 @@ LOG_SINKS = ("csv", "tensorboard", "mlflow")
 """Names of ``log_to`` (:data:`bimu.experiments.tracking.SINKS`)."""
 MAX_SEED = 2**32
 """Seeds lie in ``[0, MAX_SEED)`` (every generator derived from a seed then fits in 64 bits)."""
+MAX_SEEDS = 10_000
+"""Most seeds one run may have (one run directory each)."""
+MAX_TASKS = 100_000
+"""Most tasks a stream may have (its accuracy matrix alone is ``8 * tasks**2`` bytes: 80 GB at this bound)."""
+MAX_SAMPLES = 1_000_000
+"""Most Monte-Carlo samples (``eval_samples``, ``mc_samples``); the memory preflight refuses most below it."""
 NON_SEMANTIC_KEYS = ("seeds", "out", "threads", "data_dir", "engine", "log_to")
 
 
@@ -183,9 +189,10 @@ class RunConfig:
         opt_pos = (lambda v: v is None or v >= 1, ">= 1 or none")
         return {
             "benchmark": (_str, None), "method": (_str, None),
-            "tasks": (_opt(_int), opt_pos), "seeds": (_tuple(_int), (lambda v: len(v) >= 1 and len(set(v)) == len(v)
-                                                          and all(0 <= s < MAX_SEED for s in v),
-                                                          f"a non-empty list of distinct seeds in [0, {MAX_SEED})")),
+            "tasks": (_opt(_int), (lambda v: v is None or 1 <= v <= MAX_TASKS, f">= 1 or none, at most {MAX_TASKS}")),
+            "seeds": (_tuple(_int), (lambda v: 1 <= len(v) <= MAX_SEEDS and len(set(v)) == len(v)
+                                     and all(0 <= s < MAX_SEED for s in v),
+                                     f"a non-empty list of distinct seeds in [0, {MAX_SEED}), at most {MAX_SEEDS} of them")),
             "hidden": (_opt(_tuple(_int)), (lambda v: v is None or all(h >= 1 for h in v), "widths >= 1")),
             "preset": (_str, None), "overrides": (_mapping, None),
             "batch_size": (_int, pos),
@@ -193,7 +200,8 @@ class RunConfig:
             "eval_sample_size": (_int, pos), "eval_last": (_int, nonneg), "eval_last_every": (_int, pos),
             "eval_final": (_str, (lambda v: v in FINAL_CHOICES, f"one of {FINAL_CHOICES}")),
             "eval_final_last": (_int, pos), "eval_final_all_max": (_int, pos),
-            "eval_batch_size": (_int, pos), "eval_samples": (_opt(_int), opt_pos),
+            "eval_batch_size": (_int, pos), "eval_samples": (_opt(_int), (lambda v: v is None or 1 <= v <= MAX_SAMPLES,
+                                                                                   f"in 1..{MAX_SAMPLES} or none")),
             "ood": (_bool, None), "ood_every": (_int, nonneg),
             "ood_scores": (_tuple(_str), (lambda v: all(s in OOD_SCORES for s in v), f"names from {OOD_SCORES}")),
             "engine": (_str, (lambda v: v in ENGINES, f"one of {ENGINES}")),
@@ -201,7 +209,7 @@ class RunConfig:
             "train_limit": (_opt(_int), opt_pos), "test_limit": (_opt(_int), opt_pos),
             "active": (_opt(_str), None),
             "threshold": (_opt(_float), (lambda v: v is None or 0 <= v <= 1e6, ">= 0 or none")),
-            "mc_samples": (_int, pos),
+            "mc_samples": (_int, (lambda v: 1 <= v <= MAX_SAMPLES, f"in 1..{MAX_SAMPLES}")),
             "budget": (_opt(_float), (lambda v: v is None or 0 < v <= 1, "in (0, 1] or none")),
             "budget_exponent": (_float, (lambda v: v > 0, "> 0")),
             "benchmark_options": (_mapping, None),

@@ -20,21 +20,78 @@ naming it, and the other tasks go on. Relative ``--out`` and ``--data-dir`` are 
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
 import socket
+import struct
 import sys
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from bimu.redact import redact_url
+from bimu.experiments.jobs import HELD
+from bimu.redact import redact_text, redact_url
 
 CONNECT_TIMEOUT_S = 10.0
 """How long to wait for the scheduler before giving up with a one-line error."""
+HANDSHAKE_TIMEOUT_S = 5.0
+"""How long :func:`probe` waits, once connected, for the first bytes of the scheduler's handshake (a
+scheduler sends them as soon as it accepts; something else on the port sends nothing)."""
+
+PROTOCOLS = ("tcp", "tls", "ws", "wss", "ucx")
+"""The address schemes of a Dask scheduler that other processes can reach (``inproc://`` is not one)."""
+
+_HOST = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9_-]{0,62})?)(?:\.[A-Za-z0-9_-]{1,63})*\.?$")
+
+
+def parse_address(address: str) -> tuple[str, str, int]:
+    """``(scheme, host, port)`` of a scheduler address (``tcp://HOST:PORT``, ``tls://...``, ``HOST:PORT``,
+    ``tcp://[IPv6]:PORT``), checked here before Dask sees it; ValueError (one line, the address redacted)
+    for anything else: another scheme, a user name or password, a malformed host or bracket, a port
+    outside 1..65535.
+
+    >>> parse_address("127.0.0.1:8786"), parse_address("tls://[::1]:8786")
+    (('tcp', '127.0.0.1', 8786), ('tls', '::1', 8786))
+    >>> parse_address("tcp://bob:hunter2@127.0.0.1:1")
+    Traceback (most recent call last):
+    ValueError: --scheduler: 'tcp://bob:***@127.0.0.1:1' holds a user name or password; a Dask address is tcp://HOST:PORT (credentials go in the TLS configuration)
+    """
+    raw = str(address).strip()
+    shown = redact_url(raw if "://" in raw else "tcp://" + raw)
+
+    def bad(why: str) -> ValueError:
+        return ValueError(f"--scheduler: {shown!r} {why}")
+
+    a = raw if "://" in raw else "tcp://" + raw
+    proto, _, rest = a.partition("://")
+    if proto.lower() not in PROTOCOLS:
+        raise ValueError(f"--scheduler: {redact_url(raw)!r} is not a Dask scheduler address (tcp://HOST:PORT)")
+    if "@" in rest:
+        raise bad("holds a user name or password; a Dask address is tcp://HOST:PORT (credentials go in the "
+                  "TLS configuration)")
+    rest = rest.rstrip("/")
+    if rest.startswith("["):
+        host, sep, tail = rest[1:].partition("]")
+        if not sep or not tail.startswith(":"):
+            raise bad("is not a Dask scheduler address: an IPv6 host is written [ADDRESS]:PORT")
+        port = tail[1:]
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise bad(f"is not a Dask scheduler address: {host!r} is not an IPv6 address")
+    else:
+        host, _, port = rest.rpartition(":")
+        if not host or not _HOST.match(host):
+            raise bad("is not a Dask scheduler address (tcp://HOST:PORT)")
+    if not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise bad("is not a Dask scheduler address: the port must be a number in 1..65535")
+    return proto.lower(), host, int(port)
+
 
 def check_address(address: str) -> str:
-    """``address`` as a scheduler address (``tcp://HOST:PORT``, ``tls://...``, ``HOST:PORT``); ValueError
-    naming it otherwise, before anything connects.
+    """``address`` as a scheduler address Dask accepts (:func:`parse_address`), before anything connects.
 
     >>> check_address("tcp://127.0.0.1:8786"), check_address("127.0.0.1:8786")
     ('tcp://127.0.0.1:8786', 'tcp://127.0.0.1:8786')
@@ -42,29 +99,60 @@ def check_address(address: str) -> str:
     Traceback (most recent call last):
     ValueError: --scheduler: 'http://x:1' is not a Dask scheduler address (tcp://HOST:PORT)
     """
-    a = str(address).strip()
-    if "://" not in a:
-        a = "tcp://" + a
-    proto, _, rest = a.partition("://")
-    host, _, port = rest.rpartition(":")
-    if proto not in ("tcp", "tls", "inproc", "ucx", "ws", "wss") or not host or not port.isdigit():
-        raise ValueError(f"--scheduler: {redact_url(address)!r} is not a Dask scheduler address (tcp://HOST:PORT)")
-    return a
+    proto, host, port = parse_address(address)
+    return f"{proto}://{'[' + host + ']' if ':' in host else host}:{port}"
+
+
+def probe(address: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
+    """ValueError (one line) unless a Dask scheduler answers at ``address`` within ``timeout`` seconds:
+    a TCP connection is opened, and on ``tcp://`` the first frame of the Dask handshake, which a
+    scheduler sends as soon as it accepts, must begin (an 8-byte length, at most 1 MiB) within
+    :data:`HANDSHAKE_TIMEOUT_S`. A port where something else listens (an HTTP server, which waits for
+    a request) is refused here, where a blocked read cannot outlive ``timeout``, never inside Dask."""
+    proto, host, port = parse_address(address)
+    shown = redact_url(check_address(address))
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            deadline = time.monotonic() + min(timeout, HANDSHAKE_TIMEOUT_S)
+            if proto != "tcp":  # TLS and websockets speak first from the client: the connection is the check
+                return
+            head = b""
+            while len(head) < 8:
+                sock.settimeout(max(deadline - time.monotonic(), 0.01))
+                chunk = sock.recv(8 - len(head))
+                if not chunk:
+                    raise ValueError(f"--scheduler: the server at {shown} closed the connection without a Dask "
+                                     "handshake; is a Dask scheduler listening there?")
+                head += chunk
+            (n,) = struct.unpack("<Q", head)
+            if not 0 < n <= 2**20:
+                raise ValueError(f"--scheduler: the server at {shown} does not speak Dask's protocol; is a Dask "
+                                 "scheduler listening there?")
+    except TimeoutError:
+        raise ValueError(f"--scheduler: no Dask scheduler answered at {shown} (the port accepts connections but "
+                         f"sent no Dask handshake within {min(timeout, HANDSHAKE_TIMEOUT_S):g} s; is something else "
+                         "listening there?)") from None
+    except OSError as e:
+        raise ValueError(f"--scheduler: no Dask scheduler answered at {shown} within {timeout:g} s "
+                         f"({type(e).__name__}: {e.strerror or e})") from None
 
 
 def connect(address: str, timeout: float = CONNECT_TIMEOUT_S):
-    """A ``distributed.Client`` on ``address``; ValueError (one line) when the extra is missing or the
-    scheduler does not answer within ``timeout`` seconds."""
+    """A ``distributed.Client`` on ``address``; ValueError (one line, the address redacted) when the
+    extra is missing, the address is malformed (:func:`parse_address`) or no scheduler answers within
+    ``timeout`` seconds (:func:`probe`, before Dask connects)."""
     address = check_address(address)
     try:
         from distributed import Client
     except ImportError:
         raise ValueError("--scheduler needs Dask: pip install -e \".[dask]\"") from None
+    probe(address, timeout)
     try:
         return Client(address, timeout=timeout, set_as_default=False)
-    except (OSError, TimeoutError) as e:
-        raise ValueError(f"--scheduler: no Dask scheduler answered at {redact_url(address)} within {timeout:g} s "
-                         f"({type(e).__name__})") from None
+    except Exception as e:  # noqa: BLE001 - whatever Dask raises becomes one redacted line
+        raise ValueError(redact_text(f"--scheduler: no Dask scheduler answered at {redact_url(address)} within "
+                                     f"{timeout:g} s ({type(e).__name__}: {' '.join(str(e).split())[:200]})",
+                                     address)) from None
 
 
 def check_scheduler(address: str) -> str:
@@ -87,16 +175,22 @@ def _remote(fn: Callable, args: tuple, shared: str | None) -> tuple[bool, str, o
         return False, host, f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
 
 
+LOST = "the connection to the scheduler was lost before this run reported"
+"""The failure message :func:`submit_all` gives the calls whose result a lost scheduler took with it."""
+
+
 def submit_all(address: str, calls: Sequence[tuple[str, Callable, tuple]], log: Callable[[str], None] | None = None,
                shared: str | os.PathLike | None = None, done: int = 0) -> dict[str, tuple[bool, str, object]]:
     """Each ``(key, fn, args)`` of ``calls`` as one task of the Dask scheduler at ``address`` (``fn`` and
     ``args`` picklable); returns ``{key: (ok, host, value or failure message)}``. Prints the scheduler,
     its dashboard, the workers and how many calls were submitted and ``done`` already first; a failed
-    task is logged with its key and the others go on. ``shared`` is the folder every worker must see
-    (made here when missing)."""
+    task is logged with its key and the others go on. When the connection to the scheduler is lost,
+    one line says which calls had reported finishing; the others get :data:`LOST`. ``shared`` is the
+    folder every worker must see (made here when missing)."""
     log = log or (lambda s: print(s, file=sys.stderr, flush=True))
     address = check_address(address)
     client = connect(address)
+    lost = False
     try:
         from distributed import as_completed
 
@@ -116,11 +210,26 @@ def submit_all(address: str, calls: Sequence[tuple[str, Callable, tuple]], log: 
             try:
                 out[key] = fut.result()
             except Exception as e:  # noqa: BLE001 - e.g. its workers died more often than allowed
+                if "scheduler-connection-lost" in str(e) or client.status in ("closing", "closed"):
+                    lost = True
+                    out[key] = (False, "?", LOST)
+                    continue
                 out[key] = (False, "?", f"{type(e).__name__}: {e}")
             if not out[key][0]:
                 log(f"job {key} FAILED on {out[key][1]}: {out[key][2]}; the other jobs go on")
+        if lost:
+            ok = [k for k, _, _ in calls if out[k][0]]
+            log(f"dask: lost the connection to the scheduler at {redact_url(address)}; {len(ok)} of {len(calls)} "
+                f"run{'s' if len(calls) != 1 else ''} reported finishing ({', '.join(ok) or 'none'}), the others' "
+                "runs may have finished on their workers")
         return {key: out[key] for key, _, _ in calls}
     finally:
+        if lost:  # Dask's own reconnect and close errors would print tracebacks: the line above says it
+            import logging
+
+            for name in ["distributed", *logging.root.manager.loggerDict]:
+                if name.split(".")[0] == "distributed":
+                    logging.getLogger(name).setLevel(logging.CRITICAL + 1)
         client.close()
 
 
@@ -128,15 +237,42 @@ def run_jobs_on(address: str, jobs: Sequence, log: Callable[[str], None] | None 
                 shared: str | os.PathLike | None = None, done: int = 0) -> dict[str, int]:
     """Run ``jobs`` (:class:`~bimu.experiments.jobs.Job`) as tasks of the Dask scheduler at
     ``address`` (:func:`submit_all`); returns each job's exit code by key (0 success, 1 failure: raised,
-    non-zero exit, or its worker died more often than the scheduler allows)."""
+    non-zero exit, or its worker died more often than the scheduler allows;
+    :data:`~bimu.experiments.jobs.HELD`: another command runs it). When the scheduler is lost, a run
+    that did not report but is complete on disk counts as done, and one line lists which are not."""
     log = log or (lambda s: print(s, file=sys.stderr, flush=True))
     results = submit_all(address, [(j.key, j.fn, tuple(j.args)) for j in jobs], log, shared, done)
+    by_key = {j.key: j for j in jobs}
+    lost = [k for k, (ok, _, value) in results.items() if not ok and value == LOST]
+    if lost:
+        on_disk = [k for k in lost if _finished_on_disk(by_key[k])]
+        results.update({k: (True, "?", 0) for k in on_disk})
+        rest = [k for k in lost if k not in on_disk]
+        log(f"dask: of the runs that did not report, finished on disk: {', '.join(on_disk) or 'none'}; not "
+            f"finished: {', '.join(rest) or 'none'}" + ("; run the same command again to finish them (finished "
+                                                        "runs are reused)" if rest else ""))
     codes = {}
     for key, (ok, host, value) in results.items():
-        codes[key] = 0 if ok and int(value or 0) == 0 else 1
-        if ok and codes[key]:
+        codes[key] = int(value or 0) if ok and int(value or 0) in (0, HELD) else 1
+        if ok and codes[key] not in (0, HELD):
             log(f"job {key} FAILED on {host}: exit code {value}; the other jobs go on")
     return codes
+
+
+def _finished_on_disk(job) -> bool:
+    """Whether ``job``, a seed of ``bimu run`` / ``bimu reproduce``
+    (:func:`~bimu.experiments.runner.run_config_job`), has its run complete on disk (``False`` for any
+    other job: only its result could tell)."""
+    from bimu.experiments.config import RunConfig
+    from bimu.experiments.runner import is_complete, run_config_job
+
+    if job.fn is not run_config_job:
+        return False
+    try:
+        cfg = RunConfig.from_dict(job.args[0])
+        return all(is_complete(cfg, s) for s in cfg.seeds)
+    except (OSError, ValueError):
+        return False
 
 
 def map_on(address: str, fn: Callable, args_list: Sequence[tuple], keys: Sequence[str],

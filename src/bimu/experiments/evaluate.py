@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from bimu.experiments.config import OOD_SCORES, RunConfig, parse_benchmark_option
-from bimu.rundir import CHECKPOINT, CONFIG, RunDir
+from bimu.rundir import CHECKPOINT, CONFIG, CheckpointError, RunDir, check_checkpoint_state
 
 _NO_CHECKPOINT = ("{path} holds no {name}: only a run's checkpoint holds its model (a run directory copied "
                   "into a repository by scripts/keep_runs.py keeps a finished run's results without it); "
@@ -123,9 +123,17 @@ def evaluate_run(path: str | Path, *, tasks: Sequence[str] = ("current",), optio
     ood_x = bench.ood_set() if (ood and wanted) else None
     if ood and wanted and ood_x is None and scores is not None:
         raise ValueError(f"benchmark {cfg.benchmark!r} has no OOD set to score {list(scores)} against")
+    from bimu.methods import get_method
+    from bimu.methods.footprint import check_eval_memory
+
+    n_eval = eval_samples if eval_samples is not None else (
+        cfg.eval_samples if cfg.eval_samples is not None else hparams.get("n_eval_samples", 1))
+    check_eval_memory(get_method(cfg.method), sizes, n_eval, cfg.eval_batch_size)
     try:
-        ckpt = rd.load_checkpoint()
+        ckpt = check_checkpoint_state(rd.load_checkpoint(), rd.file(CHECKPOINT), cfg.tasks)
     except Exception as e:  # noqa: BLE001 - torch.load of a torn file raises OSError, RuntimeError, EOFError, ...
+        if isinstance(e, CheckpointError) and ": refused:" in str(e):  # code, NaN, impossible counters
+            raise
         raise ValueError(f"{rd.path / 'checkpoint.pt'} cannot be read: truncated or corrupt "
                          f"({type(e).__name__}: {' '.join(str(e).split())[:200]})") from None
     n = int(ckpt.get("n_tasks", 0))

@@ -6,7 +6,14 @@ The data may be given as
   per row, as in a ``.npz`` for ``bimu run``, :mod:`bimu.data.own`);
 - a list with one entry per task, each ``(x, y)``, a ``torch.utils.data.Dataset`` of ``(x, y)``
   examples, a ``DataLoader`` or any iterable of ``(x, y)`` batches or examples;
-- a single ``Dataset``, ``DataLoader`` or iterable: one task.
+- a single ``Dataset``, ``DataLoader`` or iterable: one task;
+- streams with task ids, as Avalanche and CapyMOA hand them out: ``(x, y, t)`` arrays, or a
+  ``Dataset``, ``DataLoader`` or iterable of ``(x, y, t)`` examples or batches (``t`` any hashable
+  id, or a ``[batch]`` tensor of them). The stream is one task per id, in the order the ids first
+  appear, each task's examples in the order given; the test data's ids name the same tasks (an id
+  the training stream lacks is an error; tasks given as a list are named 0, 1, ...). In a list of
+  tasks, each entry may yield triples with one id throughout (the entry's place in the list is its
+  task, whatever its id: Avalanche's class-incremental experiences all have task id 0).
 
 Inputs with more than one feature axis (images) are flattened per example. The stream is the order
 given; the checks of :func:`bimu.data.own.own_benchmark` (shapes, NaN/inf, labels, empty tasks) run
@@ -73,52 +80,91 @@ def _flat(x: np.ndarray, n: int) -> np.ndarray:
     return x.reshape(n, -1) if x.ndim > 2 and n else x
 
 
-def _one_task(data, what: str) -> tuple[np.ndarray, np.ndarray]:
-    """``(x [n, d], y [n])`` of one task given in any of the module's forms."""
-    if isinstance(data, tuple) and len(data) == 2 and _is_array(data[0]):
+def _one_task(data, what: str) -> tuple[np.ndarray, np.ndarray, list | None]:
+    """``(x [n, d], y [n], task ids [n] or None)`` of data given in any of the module's forms: ``(x, y)``
+    or ``(x, y, t)`` arrays, or a Dataset / DataLoader / iterable of pairs or triples (examples or batches)."""
+    if isinstance(data, tuple) and len(data) in (2, 3) and _is_array(data[0]):
         x, y = _numpy(data[0]), _numpy(data[1])
-        return _flat(x, len(x)), y
+        t = None if len(data) == 2 else _numpy(data[2]).reshape(-1).tolist()
+        if t is not None and len(t) != len(y):
+            raise ValueError(f"{what}: {len(t)} task ids for {len(y)} labels")
+        return _flat(x, len(x)), y, t
     is_dataset = hasattr(data, "__getitem__") and hasattr(data, "__len__") and not isinstance(
         data, (torch.utils.data.DataLoader, list, tuple, dict, str))
     items = (data[i] for i in range(len(data))) if is_dataset else data
     try:
         iterator = iter(items)
     except TypeError:
-        raise ValueError(f"{what}: expected (x, y) arrays, a Dataset, a DataLoader or an iterable of (x, y), "
-                         f"got {type(data).__name__}") from None
-    xs, ys = [], []
+        raise ValueError(f"{what}: expected (x, y) or (x, y, t) arrays, a Dataset, a DataLoader or an iterable of "
+                         f"(x, y) or (x, y, t), got {type(data).__name__}") from None
+    xs, ys, ts, width = [], [], [], None
     for i, item in enumerate(iterator):
-        if not (isinstance(item, (tuple, list)) and len(item) == 2):
-            raise ValueError(f"{what}: item {i} is not an (x, y) pair (got {type(item).__name__})")
+        if not (isinstance(item, (tuple, list)) and len(item) in (2, 3)):
+            raise ValueError(f"{what}: item {i} is not an (x, y) pair or an (x, y, t) triple "
+                             f"(got {type(item).__name__})")
+        if width is not None and len(item) != width:
+            raise ValueError(f"{what}: item {i} has {len(item)} fields, the items before it {width}")
+        width = len(item)
         x, y = torch.as_tensor(item[0]), torch.as_tensor(item[1])
         if y.ndim == 0:  # one example
             x, y = x.unsqueeze(0), y.reshape(1)
         xs.append(x.reshape(len(y), -1))
         ys.append(y)
+        if width == 3:
+            t = item[2].reshape(-1).tolist() if _is_array(item[2]) else [item[2]]
+            ts.extend(t * len(y) if len(t) == 1 else t)
+            if len(ts) != sum(len(b) for b in ys):
+                raise ValueError(f"{what}: item {i} has {len(t)} task ids for {len(y)} labels")
     if not xs:
         raise ValueError(f"{what}: no examples")
-    return torch.cat(xs).numpy(), torch.cat(ys).numpy()
+    return torch.cat(xs).numpy(), torch.cat(ys).numpy(), (ts if width == 3 else None)
 
 
-def _tasks(data, what: str) -> list[tuple[np.ndarray, np.ndarray]]:
-    """One ``(x, y)`` per task."""
+def _split(x, y, t, order: list, what: str) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The rows of each task id of ``order``, in the order given."""
+    index = {v: k for k, v in enumerate(order)}
+    ids = np.array([index.get(v, -1) for v in t], dtype=np.int64)
+    if (ids < 0).any():
+        unknown = t[int(np.argmax(ids < 0))]
+        raise ValueError(f"{what}: task id {unknown!r} is not a task of the training stream (its tasks: {order})")
+    return [(x[ids == k], y[ids == k]) for k in range(len(order))]
+
+
+def _tasks(data, what: str, order: list | None = None) -> tuple[list[tuple[np.ndarray, np.ndarray]], list]:
+    """One ``(x, y)`` per task, and the tasks' ids.
+
+    A list holds one task per entry, named by its place (an entry of triples has one task id
+    throughout); anything else is one task (id 0), or with task ids one task per id, in the order of the
+    ids' first appearance. Test data with task ids are split by the training stream's ids (``order``)."""
     if isinstance(data, list):
         if not data:
             raise ValueError(f"{what}: an empty list of tasks")
-        return [_one_task(d, f"{what}[{i}]") for i, d in enumerate(data)]
-    return [_one_task(data, what)]
+        tasks = []
+        for i, entry in enumerate(data):
+            x, y, t = _one_task(entry, f"{what}[{i}]")
+            if t is not None and len(set(t)) > 1:
+                raise ValueError(f"{what}[{i}]: task ids {sorted(set(t), key=str)} in one entry of a list of tasks; "
+                                 "give one entry per task, or the whole stream (not in a list)")
+            tasks.append((x, y))
+        return tasks, list(range(len(data)))
+    x, y, t = _one_task(data, what)
+    if t is None:
+        return [(x, y)], [0]
+    order = list(dict.fromkeys(t)) if order is None else order
+    return _split(x, y, t, order, what), order
 
 
 def as_benchmark(train, test, *, task_train=None, task_test=None, x_ood=None, n_classes: int | None = None,
                  name: str = "own") -> OwnBenchmark:
     """The :class:`~bimu.data.own.OwnBenchmark` of ``train`` and ``test`` given in any of the module's
     forms (as many test tasks as training tasks)."""
-    tr, te = _tasks(train, "train"), _tasks(test, "test")
+    tr, order = _tasks(train, "train")
+    te, _ = _tasks(test, "test", order)
     if len(tr) != len(te):
         raise ValueError(f"train has {len(tr)} tasks and test {len(te)}; give one test set per task")
     if len(tr) > 1:
         if task_train is not None or task_test is not None:
-            raise ValueError("task_train / task_test go with (x, y) arrays, not with a list of tasks")
+            raise ValueError("task_train / task_test go with (x, y) arrays, not with a list of tasks or task ids")
         task_train = np.concatenate([np.full(len(y), t, np.int64) for t, (_, y) in enumerate(tr)])
         task_test = np.concatenate([np.full(len(y), t, np.int64) for t, (_, y) in enumerate(te)])
     xtr, ytr = np.concatenate([x for x, _ in tr]), np.concatenate([y for _, y in tr])

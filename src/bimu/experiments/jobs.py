@@ -11,6 +11,11 @@ import dataclasses
 from collections.abc import Callable
 
 
+HELD = 75
+"""The exit code of a job whose run directory another live process runs (another command sharing the
+output folder): skipped here, not failed; the caller waits for it or says so."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Job:
     """One unit of work: a unique ``key`` (for messages) and ``fn(*args) -> exit code`` (picklable when

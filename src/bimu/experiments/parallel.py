@@ -21,7 +21,7 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 
-from bimu.experiments.jobs import Job
+from bimu.experiments.jobs import HELD, Job
 
 
 PRELOAD = ("torch", "numpy", "bimu.experiments.runner", "bimu.experiments.sweep")
@@ -49,7 +49,8 @@ def check_jobs(n) -> int:
 
 def _call(job: Job, log) -> int:
     try:
-        return 0 if int(job() or 0) == 0 else 1
+        code = int(job() or 0)
+        return code if code in (0, HELD) else 1
     except KeyboardInterrupt:
         raise
     except Exception as e:  # noqa: BLE001 - one job failing must not stop the others
@@ -73,7 +74,8 @@ def run_jobs(jobs: Sequence[Job], n: int = 1, log: Callable[[str], None] | None 
     """Run ``jobs`` (at most ``n`` at a time, forked processes when ``n > 1``; with ``scheduler``, as
     tasks of that Dask scheduler, :mod:`bimu.experiments.distributed`, whose workers must see the output
     folder ``shared``; ``done`` of them are already complete); returns the exit code of each by key:
-    0 success, 1 failure (raised, non-zero exit or killed)."""
+    0 success, 1 failure (raised, non-zero exit or killed), :data:`~bimu.experiments.jobs.HELD` for a
+    job whose run directory another live process runs."""
     log = log or (lambda s: print(s, file=sys.stderr, flush=True))
     keys = [j.key for j in jobs]
     if len(set(keys)) != len(keys):
@@ -104,10 +106,10 @@ def run_jobs(jobs: Sequence[Job], n: int = 1, log: Callable[[str], None] | None 
                 job, p = running.pop(sentinel)
                 p.join()
                 code = p.exitcode
-                if code != 0:
+                if code not in (0, HELD):
                     why = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
                     log(f"job {job.key} FAILED ({why}); the other jobs go on")
-                codes[job.key] = 0 if code == 0 else 1
+                codes[job.key] = code if code in (0, HELD) else 1
     except KeyboardInterrupt:
         for _, p in running.values():
             p.terminate()

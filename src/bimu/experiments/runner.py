@@ -25,7 +25,7 @@ import torch
 from bimu.engine.build import build_method
 from bimu.experiments.config import RunConfig
 from bimu.methods import get_method
-from bimu.methods.footprint import check_step_memory
+from bimu.methods.footprint import check_eval_memory, check_step_memory
 from bimu.rundir import CONFIG, ENVIRONMENT, SUMMARY, RunDir, RunDirRefused, environment_info, seed_dir
 from bimu.experiments.stream import run_stream
 
@@ -243,7 +243,10 @@ def preflight(config: RunConfig) -> None:
     preset, hparams, note = config.resolve_hparams()
     bench = make_benchmark(config, config.seeds[0])
     sizes = [bench.n_features, *config.hidden_widths(), bench.n_classes]
-    check_step_memory(get_method(config.method), sizes, hparams)  # before anything is allocated
+    cls = get_method(config.method)
+    check_step_memory(cls, sizes, hparams)  # before anything is allocated
+    n_eval = config.eval_samples if config.eval_samples is not None else hparams.get("n_eval_samples", 1)
+    check_eval_memory(cls, sizes, n_eval, config.eval_batch_size)
     method, engine = make_method(config, sizes, config.seeds[0], hparams)
     if config.active is not None:
         make_acquisition(config)
@@ -369,12 +372,21 @@ def benchmark_module(benchmark: str) -> str:
 
 def run_config_job(config: dict, progress=False, module: str | None = None, log=None) -> int:
     """One seed as a job (a process of ``--jobs N`` or a Dask task of ``--scheduler``): import ``module``
-    (registers the benchmark), then :func:`run_experiment` on ``config`` (a dict); returns its exit code."""
+    (registers the benchmark), then :func:`run_experiment` on ``config`` (a dict); returns its exit code,
+    :data:`~bimu.experiments.jobs.HELD` when another live process runs the seed's directory."""
     import importlib
+
+    from bimu.experiments.jobs import HELD
+    from bimu.rundir import RunDirInUse
 
     if module:
         importlib.import_module(module)
-    return run_experiment(RunConfig.from_dict(config), progress=progress, log=log)[1]
+    try:
+        return run_experiment(RunConfig.from_dict(config), progress=progress, log=log)[1]
+    except RunDirInUse as e:  # another command sharing the folder runs this seed: it is not failed
+        (log or (lambda s: print(s, file=sys.stderr, flush=True)))(f"{e.args[0].split(';')[0]} (another command "
+                                                                   "sharing this folder): skipped here")
+        return HELD
 
 
 def is_complete(config: RunConfig, seed: int) -> bool:

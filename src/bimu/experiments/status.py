@@ -29,7 +29,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bimu.rundir import CONFIG, ERROR, RESULT, SUMMARY, RunDir, find_run_dirs
+from bimu.rundir import CONFIG, ERROR, RESULT, SUMMARY, RunDir, RunDirRefused, find_run_dirs
+from bimu.untrusted import NUMBER, check_fields, read_text
+
+RESULT_FIELDS = {"per_task_accuracy": (list, type(None)), "accuracy": (*NUMBER, type(None))}
+"""The types of the fields of an active-learning ``result.json`` that ``bimu status`` reads."""
 
 RECENT_TASKS = 10
 """Tasks over which the recent rate and time per task are taken (medians)."""
@@ -43,16 +47,25 @@ def seed_status(path: str | os.PathLike) -> dict[str, Any]:
     (``None`` when the config leaves it to the benchmark and no summary says it), ``last_acc``,
     ``steps_per_s`` and ``seconds_per_task`` (medians over the last tasks; ``None`` before the first),
     ``hidden`` (the hidden widths), ``seconds_spent`` (training and evaluation time of the tasks done, summed over sittings),
-    ``seconds_left`` (``None`` when unknown) and ``error`` (the last line of ``error.txt``)."""
+    ``seconds_left`` (``None`` when unknown) and ``error`` (the last line of ``error.txt``). A run whose
+    metrics, summary, result or lock cannot be read (not a regular file, malformed, values of the wrong
+    type) is ``failed`` with ``error`` naming the file; a ``config.json`` that cannot be read is a
+    ValueError naming it."""
     rd = RunDir(path)
     p = rd.path
     try:
         cfg = rd.read_json(CONFIG)
     except (OSError, ValueError) as e:
         raise ValueError(f"{p}: not a readable run directory ({CONFIG}: {e})") from None
-    records = rd.read_metrics()
-    summary = rd.read_json(SUMMARY) if rd.exists(SUMMARY) else None
-    result = rd.read_json(RESULT) if rd.exists(RESULT) else None  # an active-learning run, done
+    try:
+        records = rd.read_metrics()
+        summary = rd.read_json(SUMMARY) if rd.exists(SUMMARY) else None
+        result = rd.read_json(RESULT) if rd.exists(RESULT) else None  # an active-learning run, done
+        if result is not None:
+            check_fields(result, RESULT_FIELDS, str(rd.file(RESULT)))
+        live = rd.locked_by_live_process()
+    except (OSError, ValueError, RunDirRefused) as e:  # this run's files are unreadable: the others go on
+        return _unreadable(p, cfg, e)
     tasks = cfg.get("tasks")
     if summary and summary.get("n_tasks"):
         tasks = int(summary["n_tasks"])
@@ -65,11 +78,15 @@ def seed_status(path: str | os.PathLike) -> dict[str, Any]:
     per_task = [r.get("train_seconds", 0.0) + r.get("eval_seconds", 0.0) for r in recent if "train_seconds" in r]
     error = None
     if rd.exists(ERROR):
-        lines = [x for x in rd.file(ERROR).read_text(errors="replace").splitlines() if x.strip()]
+        try:
+            text = read_text(rd.file(ERROR), 16 * 2**20)
+        except (OSError, ValueError) as e:
+            text = f"error.txt cannot be read ({e})"
+        lines = [x for x in text.splitlines() if x.strip()]
         error = lines[-1] if lines else "error.txt is empty"
     if (summary and summary.get("complete")) or result is not None:
         state = "complete"
-    elif rd.locked_by_live_process():
+    elif live:
         state = "running"
     elif error is not None:
         state = "failed"
@@ -91,6 +108,14 @@ def seed_status(path: str | os.PathLike) -> dict[str, Any]:
             "last_acc": records[-1].get("acc") if records else (result or {}).get("accuracy"),
             "steps_per_s": statistics.median(rates) if rates else None, "seconds_per_task": seconds_per_task,
             "seconds_spent": spent, "seconds_left": seconds_left, "error": error}
+
+
+def _unreadable(p: Path, cfg: dict, e: BaseException) -> dict[str, Any]:
+    """The status of a run whose files cannot be read: ``failed``, the reason in ``error``."""
+    return {"path": str(p), "benchmark": cfg.get("benchmark"), "method": cfg.get("method"),
+            "hidden": list(cfg.get("hidden") or []), "state": "failed", "tasks_done": 0, "tasks": cfg.get("tasks"),
+            "last_acc": None, "steps_per_s": None, "seconds_per_task": None, "seconds_spent": 0.0,
+            "seconds_left": None, "error": f"unreadable: {' '.join(str(e).split())}"}
 
 
 def format_duration(seconds: float | None) -> str:

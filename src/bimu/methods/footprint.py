@@ -24,13 +24,13 @@ What each method declares (784-100-10, ``P = 79,400`` weights, ``P + 110`` with 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
 
 from bimu.paper import MEMORY_MB, Number, cell
+from bimu.untrusted import available_memory_bytes  # noqa: F401 - part of this module's interface
 
 
 def nested_tensor_bytes(obj: Any) -> int:
@@ -95,22 +95,6 @@ def step_memory_bytes(cls, sizes: Sequence[int], hparams: Mapping[str, Any]) -> 
     return 4 * n_params * max(copies, 1)
 
 
-def available_memory_bytes() -> int | None:
-    """The memory available to a new allocation (``MemAvailable`` of ``/proc/meminfo``, else the
-    physical memory), or ``None`` where neither can be read."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
-    except (OSError, ValueError, AttributeError):
-        return None
-
-
 def check_step_memory(cls, sizes: Sequence[int], hparams: Mapping[str, Any]) -> None:
     """ValueError, before anything is allocated, when one training step of ``cls`` on ``sizes`` needs
     more memory (:func:`step_memory_bytes`) than is available (:func:`available_memory_bytes`)."""
@@ -120,3 +104,28 @@ def check_step_memory(cls, sizes: Sequence[int], hparams: Mapping[str, Any]) -> 
         raise ValueError(f"method {cls.info.name!r} with {k}on sizes {list(sizes)} needs at least {need / 2**30:.1f} "
                          f"GiB per training step, more than the {have / 2**30:.1f} GiB of memory available; "
                          "lower n_samples or the widths")
+
+
+def eval_memory_bytes(cls, sizes: Sequence[int], n_samples: int, batch: int) -> int:
+    """A lower bound on the memory one evaluation batch of method class ``cls`` on ``sizes`` takes: the
+    float32 weights and biases and the activations of ``batch`` inputs, once per Monte-Carlo sample
+    (``n_samples``; one for a deterministic method).
+
+    >>> from bimu.methods.bimu import BiMUMethod
+    >>> round(eval_memory_bytes(BiMUMethod, [784, 100, 10], 100000, 1000) / 2**30, 1)
+    70.6
+    """
+    n = max(int(n_samples), 1) if cls.info.bayesian else 1
+    n_params = sum(int(a) * int(b) + int(b) for a, b in zip(sizes[:-1], sizes[1:]))
+    return 4 * n * (n_params + int(batch) * sum(int(w) for w in sizes[1:]))
+
+
+def check_eval_memory(cls, sizes: Sequence[int], n_samples: int, batch: int) -> None:
+    """ValueError, before any training, when one evaluation batch (:func:`eval_memory_bytes`) needs more
+    memory than is available (:func:`available_memory_bytes`)."""
+    need, have = eval_memory_bytes(cls, sizes, n_samples, batch), available_memory_bytes()
+    if have is not None and need > have:
+        k = f"{int(n_samples)} evaluation samples and " if cls.info.bayesian else ""
+        raise ValueError(f"method {cls.info.name!r} with {k}eval_batch_size={int(batch)} on sizes {list(sizes)} needs "
+                         f"at least {need / 2**30:.1f} GiB to evaluate one batch, more than the {have / 2**30:.1f} GiB "
+                         "of memory available; lower --eval-samples or --eval-batch-size")

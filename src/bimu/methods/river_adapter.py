@@ -2,12 +2,15 @@
 
 :class:`RiverClassifier` follows river's classifier protocol: ``learn_one(x, y)``,
 ``predict_proba_one(x) -> {label: probability}`` and ``predict_one(x)``, with ``x`` a dict of feature
-name -> number. Where river is installed it is a ``river.base.Classifier``, so river's metrics,
-``river.evaluate.progressive_val_score``, ``river.active`` samplers and ``clone()`` accept it; without
-river it works the same on its own. The feature order is ``features`` if given, else the sorted keys of
-the first example (:attr:`RiverClassifier.feature_order`); every later example must have the same keys.
-Labels are ``classes[i]`` (default ``0..C-1``). Probabilities are the mean over the method's weight
-samples (:meth:`~bimu.methods.base.OnlineMethod.predict_proba`); ``predict_one`` is their argmax.
+name -> number. Where river is installed it is a ``river.base.Classifier`` that passes
+``river.checks.check_estimator``, so river's metrics, ``river.evaluate.progressive_val_score``,
+``river.active`` samplers and ``clone()`` accept it; without river it works the same on its own. The
+network has a fixed input width: the feature order is ``features`` if given, else the sorted keys of the
+first example (:attr:`RiverClassifier.feature_order`), and an example with other keys is refused with a
+ValueError, as river's fixed-width models do. Labels are ``classes[i]`` (default ``0..C-1``).
+Probabilities are the mean over the method's weight samples
+(:meth:`~bimu.methods.base.OnlineMethod.predict_proba`), in float64, summing to 1; ``predict_one`` is
+their argmax. The river active learner with bimu's rules is :class:`bimu.active.river.RiverActiveLearner`.
 
 >>> from bimu.methods import create_method
 >>> model = RiverClassifier(create_method("sgd", [2, 2], seed=0), classes=["no", "yes"])
@@ -73,8 +76,24 @@ class RiverClassifier(_Base):
         self._initial = copy.deepcopy(method.state_dict())
 
     @property
-    def _multiclass(self) -> bool:  # river: handles more than two classes
-        return True
+    def _multiclass(self) -> bool:  # river: more than two classes (river's checks then use a 7-class data set)
+        return len(self.classes) > 2
+
+    @classmethod
+    def _unit_test_params(cls):
+        """The parameters ``river.checks.check_estimator`` builds the classifier with: BiMU on river's
+        Phishing data set (9 features, labels False / True; with two classes the logits are not
+        layer-normalised, which would map them to -1 and +1)."""
+        from bimu.methods.registry import create_method
+
+        yield {"method": create_method("bimu", [9, 16, 2], seed=0, preset="pmnist-100", output_norm=False),
+               "classes": [False, True]}
+
+    def _unit_test_skips(self) -> set[str]:
+        """The network has a fixed input width: an example whose features differ from the first one's is
+        refused (ValueError), as river's fixed-width models (``river.compat.SKL2RiverClassifier``) do,
+        and river's checks of emerging and disappearing features are skipped as for those."""
+        return {"check_emerging_features", "check_disappearing_features", "check_radically_disappearing_features"}
 
     def _vector(self, x: Mapping[str, float]) -> torch.Tensor:
         if self.feature_order is None:
@@ -93,8 +112,9 @@ class RiverClassifier(_Base):
 
     def predict_proba_one(self, x: Mapping[str, float], **kwargs: Any) -> dict[Hashable, float]:
         """``{label: probability}``, the mean over weight samples."""
-        p = self.method.predict_proba(self._vector(x), n_samples=self.n_samples)[0]
-        return {c: float(p[i]) for i, c in enumerate(self.classes)}
+        p = self.method.predict_proba(self._vector(x), n_samples=self.n_samples)[0].double()
+        p = (p / p.sum()).tolist()  # in float64: sums to 1 within math.isclose, as river's checks ask
+        return {c: p[i] for i, c in enumerate(self.classes)}
 
     def predict_one(self, x: Mapping[str, float], **kwargs: Any) -> Hashable:
         """The most probable label."""

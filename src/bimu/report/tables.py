@@ -114,10 +114,29 @@ def fmt_pm(vals, scale: float = 1.0, digits: int = 2) -> str:
     return f"{a.mean():.{digits}f} ± {a.std(ddof=1):.{digits}f}"
 
 
+def failed_reason(run: dict[str, Any]) -> str | None:
+    """Why a complete run's numbers cannot be reported (``None`` when they can): a last-k accuracy
+    that is not a finite number, or an accuracy matrix holding infinity or no finite diagonal. Such a
+    seed is listed as failed, never averaged in nor dropped without a word.
+
+    >>> failed_reason({"summary": {"complete": True, "last_k_acc": None}, "R": None})
+    'its summary holds no finite last-k accuracy'
+    """
+    acc = run["summary"].get("last_k_acc")
+    if not isinstance(acc, (int, float)) or isinstance(acc, bool) or not math.isfinite(acc):
+        return "its summary holds no finite last-k accuracy"
+    R = run.get("R")
+    if R is not None and (np.isinf(R).any() or not np.isfinite(np.diag(R)).any()):
+        return "its accuracy matrix holds infinity or no finite accuracy"
+    return None
+
+
 def group_stats(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Per-seed values of each reported quantity, for complete runs only. MMRR is left out (``None``)
     for single-task streams, where it is ``1 / eps`` by construction and says nothing about forgetting."""
-    done = [r for r in runs if r["summary"] and r["summary"].get("complete")]
+    complete = [r for r in runs if r["summary"] and r["summary"].get("complete")]
+    failed = [r for r in complete if failed_reason(r) is not None]
+    done = [r for r in complete if r not in failed]
     s = [r["summary"] for r in done]
     from bimu.metrics import mmrr_seed_averaged
 
@@ -125,7 +144,8 @@ def group_stats(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     single_task = bool(mats) and all(m.shape[0] == 1 for m in mats)
     return {
         "seeds": [r["seed"] for r in done],
-        "incomplete": [r["seed"] for r in runs if r not in done],
+        "incomplete": [r["seed"] for r in runs if r not in complete],
+        "failed": [r["seed"] for r in failed],
         "last_k": s[0]["last_k"] if s else 5,
         "last_k_acc": [x["last_k_acc"] for x in s],
         "auc_epistemic": [(x.get("ood_auc") or {}).get("epistemic") for x in s],
@@ -154,6 +174,8 @@ def markdown_table(groups: dict[tuple, list[dict[str, Any]]], paper: bool = True
         seeds = ",".join(map(str, st["seeds"])) or "-"
         if st["incomplete"]:
             seeds += f" (incomplete: {','.join(map(str, st['incomplete']))})"
+        if st["failed"]:
+            seeds += f" (FAILED: {','.join(map(str, st['failed']))})"
         cells = [bench, name, "x".join(map(str, hidden)) or "-", seeds,
                  fmt_pm(st["last_k_acc"], 100) + ("" if st["last_k"] == 5 else f" (last {st['last_k']})"),
                  fmt_pm(st["auc_epistemic"], 1, 3), fmt_pm(st["auc_aleatoric"], 1, 3), fmt_pm(st["auc_vr"], 1, 3),
@@ -172,6 +194,10 @@ def markdown_table(groups: dict[tuple, list[dict[str, Any]]], paper: bool = True
     for key, runs in sorted(groups.items(), key=lambda kv: str(kv[0])):
         for r in runs:
             if r["summary"] and r["summary"].get("complete"):
+                why = failed_reason(r)
+                if why is not None:
+                    notes.append(f"- {key[0]}-{key[1]} seed {r['seed']}: FAILED, {why} (not in the means); "
+                                 f"inspect {r['path']} and rerun it in a new --out")
                 continue
             done = [rec["task"] for rec in r["records"]]
             diag = accuracy_trail([rec["acc"] for rec in r["records"] if rec.get("acc") is not None])

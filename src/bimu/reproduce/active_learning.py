@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from bimu import paper
+from bimu.paper import paper_points, paper_vr_samples  # noqa: F401 - part of this module's interface
 from bimu.reproduce.spec import Options, Report, data_status, is_standin, rows_note, selected_rows
 from bimu.reproduce.table import Table
 
@@ -48,28 +49,6 @@ VR_SAMPLES = (2, 3, 5, 10, 25)
 SCORE_NAMES = {"all": "100% updates", "vr": "VR", "entropy": "Predictive entropy", "aleatoric": "Aleatoric",
                "epistemic": "Epistemic", "vr-true": "VR-True (oracle)", "random": "Random"}
 """Display names of the query rules."""
-
-
-def paper_vr_samples(k: int, n: int) -> tuple[str, str]:
-    """The paper's (accuracy, data used) cells of the K ablation at threshold ``n / k``; ``("-", "-")``
-    if the paper lists no such row."""
-    for ns, row in paper.VR_SAMPLES.get(int(k), []):
-        if int(n) in ns:
-            cells = paper.cells(row)
-            return cells["acc"], cells["used"]
-    return "-", "-"
-
-
-def paper_points(baseline: paper.Row, vr_points) -> dict[str, str]:
-    """The paper column of an accuracy-vs-queried table: the 100%-update baseline and the VR points its
-    text quotes, by query rule.
-
-    >>> paper_points(paper.ANIMALS_AL_BASELINE, paper.ANIMALS_VR_POINTS)["vr"]
-    '84.46 at 11% queried; 87.12 at 18% queried'
-    """
-    base = paper.cells(baseline)
-    return {"all": f"{base['acc']} ({base['used']}% queried)",
-            "vr": "; ".join(f"{c['acc']} at {c['queried']}% queried" for c in map(paper.cells, vr_points))}
 
 
 # ------------------------------------------------------------------------------------ rows and runs
@@ -211,11 +190,9 @@ TIMING = "timing.json"
 """A run directory's wall time of its stream (``seconds``, with ``threads``), written beside ``result.json``."""
 
 
-def run_one(setup: ALSetup, opts: Options, entry: str, row: ALRow, seed: int) -> int:
-    """Run (or reuse) one (row, seed) into its run directory; ValueError if the directory holds a run
-    of another configuration."""
-    from bimu.experiments.sweep import run_stream
-    from bimu.methods.divergence import DivergenceError
+def start_run_dir(setup: ALSetup, opts: Options, entry: str, row: ALRow, seed: int, environment: dict):
+    """The run directory of (row, seed) with its ``config.json`` and ``environment.json`` written, or None
+    when it holds the complete run already; ValueError if it holds a run of another configuration."""
     from bimu.rundir import ENVIRONMENT, RunDir, environment_info
 
     rd = RunDir(run_dir_of(opts, entry, row, seed))
@@ -225,11 +202,23 @@ def run_one(setup: ALSetup, opts: Options, entry: str, row: ALRow, seed: int) ->
             raise ValueError(f"{rd.path} holds a run with a different configuration; use another --out or "
                              "remove that directory")
         if rd.exists("result.json"):
-            return 0
+            return None
     rd.write_json("config.json", cfg)
     # the processor and versions that ran it: an active stream's decisions follow the last bits of its
     # features and kernels, which differ between processor types (same seed, same machine: same run)
-    rd.write_json(ENVIRONMENT, environment_info(seed, {"engine": opts.engine, "threads": opts.threads}))
+    rd.write_json(ENVIRONMENT, environment_info(seed, environment))
+    return rd
+
+
+def run_one(setup: ALSetup, opts: Options, entry: str, row: ALRow, seed: int) -> int:
+    """Run (or reuse) one (row, seed) into its run directory; ValueError if the directory holds a run
+    of another configuration."""
+    from bimu.experiments.sweep import run_stream
+    from bimu.methods.divergence import DivergenceError
+
+    rd = start_run_dir(setup, opts, entry, row, seed, {"engine": opts.engine, "threads": opts.threads})
+    if rd is None:
+        return 0
     data = load_benchmark(setup, opts)
     start = time.perf_counter()
     try:
@@ -242,9 +231,9 @@ def run_one(setup: ALSetup, opts: Options, entry: str, row: ALRow, seed: int) ->
     return 0
 
 
-def run_al_rows(name: str, setup: ALSetup, rows: Sequence[ALRow], opts: Options, log=None):
-    """Run every (row, seed) job (``opts.jobs`` side by side; with ``opts.from_runs`` none); returns
-    ``(results by slug, exit code)`` (:func:`read_results`)."""
+def run_al_rows(name: str, setup: ALSetup, rows: Sequence[ALRow], opts: Options, log=None, runner=None):
+    """Run every (row, seed) job (``opts.jobs`` side by side; with ``opts.from_runs`` none) with ``runner``
+    (default :func:`run_one`, same arguments); returns ``(results by slug, exit code)`` (:func:`read_results`)."""
     import torch
 
     from bimu.experiments.parallel import Job, run_jobs
@@ -256,7 +245,7 @@ def run_al_rows(name: str, setup: ALSetup, rows: Sequence[ALRow], opts: Options,
     if todo and not opts.from_runs:  # every run complete: the table is read from them, no data loaded
         torch.set_num_threads(int(opts.threads))
         load_benchmark(setup, opts)  # a missing data set fails here, before any job starts
-        jobs = [Job(f"{row.slug}/seed-{s}", run_one, (setup, opts, name, row, s)) for row, s in todo]
+        jobs = [Job(f"{row.slug}/seed-{s}", runner or run_one, (setup, opts, name, row, s)) for row, s in todo]
         codes = run_jobs(jobs, opts.jobs, log=log, scheduler=opts.scheduler, shared=opts.out)
         code = max(codes.values(), default=0)
     return read_rows(setup, opts, name, rows), code

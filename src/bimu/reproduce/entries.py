@@ -24,7 +24,7 @@ import dataclasses
 from pathlib import Path
 
 from bimu.reproduce import active_learning as al
-from bimu.reproduce import al_claims, al_methods, query_dynamics
+from bimu.reproduce import al_claims, al_methods, on_device, query_dynamics
 from bimu.reproduce.features import rows_bwt, rows_openloris, rows_standardisation
 from bimu.reproduce.figures import accuracy_per_task_figure, learning_rate_map, probability_histograms_figure
 from bimu.reproduce.pmnist import (memory_footprint_report, rows_activation, rows_memory_window, rows_pmnist_1000,
@@ -72,6 +72,9 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in (
     Entry("query-dynamics", "Temporal distribution of VR updates", ("Task",), build=query_dynamics.build_query_dynamics,
           repeatable_stream=True, reads_runs=True),
     Entry("learning-rate-map", "BiMU learning-rate colour map", build=learning_rate_map, computed=True),
+    Entry("on-device-stream", "On-device active stream: the C learner beside the Python learner",
+          ("Learner", "Precision", "Lambda stored as"), build=on_device.build, repeatable_stream=True,
+          reads_runs=True),
     Entry("al-claims", "The paper's active-learning claims, decided from the runs", ("Claim",),
           build=al_claims.build, computed=True, reads_runs=True, repeatable_stream=True),
 )}

@@ -17,11 +17,12 @@ FileNotFoundError: no reproduction manifests (OUT/NAME.json written by bimu repr
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
+
+from bimu.untrusted import read_json
 
 MANIFEST_FORMAT = 1
 """Version of the manifest layout."""
@@ -93,12 +94,37 @@ def find_manifests(dirs: Iterable[str | os.PathLike]) -> list[tuple[Path, dict[s
             if "runs" in p.relative_to(d).parts[:-1]:
                 continue
             try:
-                m = json.loads(p.read_text())
+                m = read_json(p)
             except (OSError, ValueError):
                 continue
             if isinstance(m, dict) and m.get("format") == MANIFEST_FORMAT and "table" in m and "command" in m:
+                check_manifest(m, p)
                 found.append((p.parent, m))
     return found
+
+
+MANIFEST_FIELDS = {"name": str, "title": str, "scale": str, "command": str, "table": dict, "seeds": list,
+                   "data": list, "exit_code": int, "written": str, "git_commit": (str, type(None))}
+"""The types of a manifest's fields; the first five are needed."""
+
+
+def check_manifest(m: dict[str, Any], path: str | os.PathLike) -> None:
+    """ValueError naming ``path`` and the field unless the manifest ``m`` holds what a results page
+    section is written from: ``name``, ``title``, ``scale``, ``command`` and a ``table`` with a ``header``
+    and ``rows`` (lists), each field of its type, and ``data`` a list of objects."""
+    from bimu.untrusted import check_fields
+
+    missing = [k for k in ("name", "title", "scale", "command", "table") if k not in m]
+    if missing:
+        raise ValueError(f"{path}: a reproduction manifest without {', '.join(missing)}; rerun its bimu reproduce "
+                         "command to rewrite it")
+    check_fields(m, MANIFEST_FIELDS, str(path))
+    check_fields(m["table"], {"header": list, "rows": list, "notes": list, "gaps": list}, f"{path}: table")
+    if "header" not in m["table"] or "rows" not in m["table"] or not all(isinstance(r, list) for r in m["table"]["rows"]):
+        raise ValueError(f"{path}: its table needs a header and rows (lists)")
+    if not all(isinstance(d, dict) and isinstance(d.get("benchmark"), str) and isinstance(d.get("status"), str)
+               for d in m.get("data", [])):
+        raise ValueError(f"{path}: its data must be a list of objects with a benchmark and a status")
 
 
 def _md_table(header, rows) -> list[str]:

@@ -10,6 +10,7 @@ quantity's mean ± std over seeds beside the paper's number, marking gaps beyond
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -26,13 +27,21 @@ def run_rows(entry: Entry, opts: Options, log=None) -> tuple[list[Row], dict[str
     sent) (:func:`~bimu.experiments.parallel.run_jobs`); returns ``(rows, summaries by row slug,
     exit code)``. Every configuration is checked first (clear errors before any training; a row whose
     runs are all complete is read back without its data, :func:`~bimu.experiments.runner.complete_runs`);
-    a failing job leaves its ``error.txt`` and the others complete."""
+    a failing job leaves its ``error.txt`` and the others complete. Two commands sharing one output
+    folder share the work: a seed that another live process on this host runs is skipped here, said
+    so, and waited for before the table is read (a run on another host is not waited for)."""
+    from bimu.experiments.jobs import HELD
     from bimu.experiments.parallel import Job, run_jobs
     from bimu.experiments.runner import benchmark_module, complete_runs, is_complete, preflight, run_config_job
 
+    from bimu.rundir import RunDirInUse
+
+    say = log or (lambda m: print(m, file=sys.stderr, flush=True))
     rows = entry.rows(opts)
     chosen = selected_rows(opts, entry.name, [r.slug for r in rows])
     jobs = []
+    held: dict[str, tuple[RunConfig, int]] = {}
+    held_if: dict[str, tuple[RunConfig, int]] = {}
     done = 0
     for row in rows:
         if row.config is None or row.slug not in chosen:
@@ -43,19 +52,66 @@ def run_rows(entry: Entry, opts: Options, log=None) -> tuple[list[Row], dict[str
             if log is not None:
                 log(f"{row.slug}: seeds {', '.join(map(str, cfg.seeds))} already complete in {cfg.out}")
             continue
-        preflight(cfg)
+        try:
+            preflight(cfg)
+        except RunDirInUse:  # another command sharing the folder runs one of its seeds: the others go here
+            pass
         for seed in cfg.seeds:
             if opts.scheduler is not None and is_complete(cfg, seed):
                 done += 1  # nothing to send to the cluster
                 continue
+            owner = _held_by(cfg, seed)
+            if owner is not None:
+                say(f"{row.slug}/seed-{seed}: run by process {owner.pid} (another command sharing {opts.out}): "
+                    "skipped here")
+                held[f"{row.slug}/seed-{seed}"] = (cfg, seed)
+                continue
+            held_if[f"{row.slug}/seed-{seed}"] = (cfg, seed)
             jobs.append(Job(f"{row.slug}/seed-{seed}", run_config_job,
                             (cfg.replace(seeds=[seed]).to_dict(), opts.progress, benchmark_module(cfg.benchmark))))
     if opts.jobs == 1 and opts.scheduler is None:  # in this process: keep the caller's log
         jobs = [Job(j.key, run_config_job, (*j.args, log)) for j in jobs]
     codes = run_jobs(jobs, opts.jobs, log=log, scheduler=opts.scheduler, shared=opts.out, done=done)
+    held.update({k: held_if[k] for k, c in codes.items() if c == HELD})
+    for key, (cfg, seed) in held.items():  # the other command's runs: wait for them, then read them
+        codes[key] = _wait_for_other(key, cfg, seed, say)
     summaries = {row.slug: read_summaries(row.config.replace(out=str(row_dir(opts, entry.name, row))))
                  for row in rows if row.config is not None}
     return rows, summaries, max(codes.values(), default=0)
+
+
+POLL_S = 2.0
+"""How often a reproduction checks whether another command has finished a run it waits for."""
+
+
+def _held_by(cfg: RunConfig, seed: int):
+    """The live process other than this one that holds ``seed``'s run directory, or ``None``."""
+    from bimu.process import Owner
+    from bimu.rundir import RunDir, seed_dir
+
+    owner = RunDir(seed_dir(cfg.out, cfg.benchmark, cfg.method, seed)).lock_owner()
+    return owner if owner is not None and owner != Owner.current() and owner.alive() else None
+
+
+def _wait_for_other(key: str, cfg: RunConfig, seed: int, say) -> int:
+    """Wait while another live process on this host runs ``seed``'s directory; 0 once the run is complete,
+    1 (with a line saying so) when that process ended without completing it or runs on another host."""
+    import time
+
+    from bimu.experiments.runner import is_complete
+
+    announced = False
+    while (owner := _held_by(cfg, seed)) is not None and owner.is_local():
+        if not announced:
+            say(f"{key}: waiting for process {owner.pid} (another command sharing the folder) to finish it")
+            announced = True
+        time.sleep(POLL_S)
+    if is_complete(cfg, seed):
+        return 0
+    owner = _held_by(cfg, seed)
+    where = f"is still run by process {owner.pid} on host {owner.host}" if owner else "was left incomplete by the other command"
+    say(f"{key}: {where}; run the same command again to finish it")
+    return 1
 
 
 def seeds_on_disk(cfg: RunConfig) -> tuple[int, ...]:

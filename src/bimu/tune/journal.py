@@ -84,28 +84,78 @@ def _print_warning(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+_OPT_NUM = (int, float, type(None))
+RECORD_FIELDS = {"op_code": int, "worker_id": str, "study_id": int, "trial_id": int, "study_name": str,
+                 "directions": list, "state": int, "values": (list, type(None)), "value": _OPT_NUM,
+                 "params": dict, "distributions": dict, "distribution": str, "param_name": str,
+                 "param_value_internal": (int, float), "step": int, "intermediate_value": _OPT_NUM,
+                 "intermediate_values": dict, "user_attr": dict, "system_attr": dict, "user_attrs": dict,
+                 "system_attrs": dict, "datetime_start": (str, type(None)), "datetime_complete": (str, type(None))}
+"""The types of the fields of an Optuna journal record (checked before Optuna replays the journal)."""
+REQUIRED = {0: ("study_name", "directions"), 1: ("study_id",), 2: ("study_id", "user_attr"),
+            3: ("study_id", "system_attr"), 4: ("study_id",), 5: ("trial_id", "param_name", "param_value_internal",
+                                                                "distribution"),
+            6: ("trial_id", "state"), 7: ("trial_id", "step", "intermediate_value"), 8: ("trial_id", "user_attr"),
+            9: ("trial_id", "system_attr"), 10: ("study_id",)}
+"""The fields each operation (``op_code`` 0..10, Optuna's ``JournalOperation``) needs."""
+
+
+def check_record(record: Any, where: str) -> None:
+    """ValueError naming ``where`` (file and line) unless ``record`` is an Optuna journal record: an object
+    with a known ``op_code``, the fields its operation needs and fields of the right types."""
+    from bimu.untrusted import check_fields
+
+    if not isinstance(record, dict):
+        raise ValueError(f"{where}: not a study journal record (a JSON {type(record).__name__}, not an object)")
+    op = record.get("op_code")
+    if not isinstance(op, int) or isinstance(op, bool) or op not in REQUIRED:
+        raise ValueError(f"{where}: unknown journal operation op_code={op!r} (Optuna's are 0..{max(REQUIRED)})")
+    missing = [k for k in REQUIRED[op] if k not in record]
+    if missing:
+        raise ValueError(f"{where}: the record of op_code {op} lacks {', '.join(missing)}")
+    check_fields(record, RECORD_FIELDS, where)
+
+
 def check_journal(path: str | os.PathLike) -> None:
     """ValueError (one line, naming the file and the line) when a whole line of the journal at ``path``
-    is not a JSON record; a partial last line is left to :func:`repair_torn_tail`.
+    is not a JSON record of Optuna's journal (:func:`check_record`: an operation it knows, fields of the
+    right types, nesting within :data:`bimu.untrusted.MAX_JSON_DEPTH`) or the journal is not a regular
+    file; a partial last line is left to :func:`repair_torn_tail`.
 
     >>> import tempfile, pathlib
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "optuna.journal"
-    >>> _ = p.write_bytes(b'{"op_code": 0}\\n{"op_co{"op_code": 1}\\n')
+    >>> _ = p.write_bytes(b'{"op_code": 1, "study_id": 0}\\n{"op_co{"op_code": 1}\\n')
     >>> check_journal(p)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     ValueError: the study journal .../optuna.journal is corrupt at line 2 (a record cut short by an ...
+    >>> _ = p.write_bytes(b'{"op_code": 99}\\n')
+    >>> check_journal(p)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: the study journal .../optuna.journal:1: unknown journal operation op_code=99 (Optuna's are 0..10); ...
     """
-    with open(path, "rb") as fh:
+    from bimu.untrusted import UntrustedFileError, loads_json, open_regular
+
+    with open_regular(path) as fh:
         for number, line in enumerate(fh, start=1):
             if not line.endswith(b"\n"):
                 return
             try:
-                json.loads(line)
-            except ValueError:
+                record = loads_json(line.decode("utf-8"), f"{path}:{number}")
+            except UntrustedFileError as e:
+                if "nested deeper" in str(e):
+                    raise ValueError(f"the study journal {e}") from None
                 raise ValueError(f"the study journal {path} is corrupt at line {number} (a record cut short by an "
                                  "interrupted write, with records after it); restore it from a copy or start a "
                                  "new study (another --out or --study-name)") from None
+            except UnicodeDecodeError:
+                raise ValueError(f"the study journal {path} is corrupt at line {number} (not UTF-8 text)") from None
+            try:
+                check_record(record, f"{path}:{number}")
+            except ValueError as e:
+                raise ValueError(f"the study journal {e}; restore it from a copy or start a new study (another "
+                                 "--out or --study-name)") from None
 
 
 def _write_all(fd: int, data: bytes) -> None:
