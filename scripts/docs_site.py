@@ -41,6 +41,7 @@ API_MODULES = {
     "regularizers": ("bimu.regularizers", "bimu.regularizers", "Online EWC and Synaptic Intelligence penalties."),
     "active": ("bimu.active", "bimu.active", "Acquisition scores, threshold rule, budget controller, the learner."),
     "active-river": ("bimu.active.river", "bimu.active.river", "bimu's active learning as a river active learner."),
+    "active-baal": ("bimu.active.baal", "bimu.active.baal", "The variation ratio as a baal heuristic."),
     "data": ("bimu.data", "bimu.data", "Benchmarks, their registry, data files."),
     "engine": ("bimu.engine", "bimu.engine", "The fused compiled engine."),
     "edge": ("bimu.edge", "bimu.edge", "Bit-packed inference, cost model, export."),

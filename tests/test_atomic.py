@@ -15,8 +15,12 @@ SRC = Path(bimu.__file__).parent
 ALLOWED = {
     ("atomic.py", "tmp.write_bytes(data)"): "the atomic writer itself",
     ("rundir.py", "np.save(buf, np.asarray(R, dtype=np.float64))"): "into a buffer, then atomic",
-    ("rundir.py", "torch.save(value, buf)"): "into a buffer, then atomic",
+    ("checkpoint.py", "torch.save(value, buf)"): "into a buffer, then atomic",
     ("rundir.py", 'tmp.write_text(me.dumps() + "\\n", encoding="utf-8")'): "the lock's temporary file, then hard-linked",
+    ("edge/clearner.py", "Path(tmp, name).write_text(text)"): "sources into a private temporary build folder",
+    ("edge/clearner.py", 'Path(tmp, "bimu_config.h").write_text(config)'): "into a private temporary build folder",
+    ("edge/csign.py", "Path(tmp, name).write_text(text)"): "sources into a private temporary build folder",
+    ("edge/emulate.py", "(folder / name).write_text(text)"): "sources into the cross-build's temporary folder",
     ("engine/rowpass.py", 'with os.fdopen(fd, "w") as fh:'): "generated kernel: mkstemp + os.replace",
     ("data/fetch.py", 'with urllib.request.urlopen(url, timeout=timeout) as r, open(dest, "wb") as f:'):
         "download into a temporary folder, verified, then installed atomically",

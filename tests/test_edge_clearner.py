@@ -139,6 +139,26 @@ def test_query_logits_are_the_query_planes(mlp64):
     assert QUERY_SALT == np.uint64(0x51E7C0DEA5E1EC75)
 
 
+@pytest.mark.parametrize("sizes", [[512, 16], [70, 9, 5]])
+def test_float32_query_logits_engine_order_exact_and_masked_sums_close(sizes):
+    """float32 queries: with BIMU_QUERY_DOT8 1 the logits are the engine's bit for bit (stored planes for
+    512 -> 16, planes from lambda for the small MLP); the device default, masked sums 2 (sum over +1) -
+    total, equals them to float32 rounding of the sums."""
+    m = _fused("bimu", sizes, "openloris-8192", dtype="float32", seed=6)
+    m.lam[:] = (np.random.default_rng(2).standard_normal(m.n_params) * 1.5).astype(np.float32)
+    qp = m.query_planes()
+    exact = CLearner.from_method(m, query_samples=5, extra_flags=["-DBIMU_QUERY_DOT8=1"])
+    fast = CLearner.from_method(m, query_samples=5)
+    X = np.random.default_rng(3).standard_normal((6, sizes[0])).astype(np.float32)
+    worst = 0.0
+    for i, key in enumerate((1, 12345, 2**61 + 7, 99, 5, 2**40)):
+        ref = qp.logits(X[i], key, 5)[:, 0, :]
+        assert np.array_equal(exact.logits(X[i], key, 5), ref)
+        worst = max(worst, float(np.abs(fast.logits(X[i], key, 5) - ref).max()))
+    assert worst <= 1e-4  # LayerNorm'd logits of order 1: a few float32 ulps of a 512-term sum
+    assert worst > 0 or sizes[0] < 512  # the two orders round differently somewhere on 512 inputs
+
+
 def test_scores_follow_the_engine():
     c = CLearner([4, 3], 2, 6)
     # votes from the per-sample softmax argmax (first index on ties); prediction: mean log-softmax
@@ -269,3 +289,36 @@ def test_missing_compiler_is_named(monkeypatch):
     monkeypatch.setattr(clearner.shutil, "which", lambda name: None)
     with pytest.raises(CompilerNotFound, match="`cc` was not found"):
         clearner.build_library(clearner.config_header([4, 3], 2))
+
+
+# ----------------------------------------------------------------------------- the speed options
+@pytest.mark.parametrize("double", [True, False])
+def test_stored_planes_and_kept_samples_change_no_bit(double):
+    """BIMU_STORE_PLANES and BIMU_KEEP_SAMPLES (on by default for a small first layer, as the paper's
+    512 -> 16) trade memory for time only: with and without them the learner asks for the same examples
+    and ends with the same lambda bits; the float64 build also equals the engine to the bit."""
+    X, Y = _head_data(300, seed=5)
+    sizes = [64, 16]
+    dtype = "float64" if double else "float32"
+    X = X[:, :64].astype(dtype)
+    Y = (X @ np.random.default_rng(1).standard_normal((64, 16))).argmax(1)
+    m = _fused("bimu", sizes, "openloris-8192", dtype=dtype, seed=2, n_samples=2)
+    keys = np.random.default_rng(9).integers(0, 2**62, len(Y))
+    runs = {}
+    for planes, keep in [(True, True), (False, False), (True, False), (False, True)]:
+        c = CLearner.from_method(m, query_samples=2, store_planes=planes, keep_samples=keep)
+        c.set_query(2, 1)
+        asked = []
+        for x, y, key in zip(X, Y, keys):
+            _, ask = c.observe(x, int(key))
+            asked.append(ask)
+            if ask:
+                c.learn(x, y)
+        runs[planes, keep] = (asked, c.lambda_hash(), c.lam.copy())
+    assert 10 < sum(runs[True, True][0]) < len(Y) - 10  # a stream that queries some, not all
+    assert len({(tuple(a), h) for a, h, _ in runs.values()}) == 1
+    if double:  # the engine, fed the queried examples in order, follows the C learner bit for bit
+        for x, y, ask in zip(X, Y, runs[True, True][0]):
+            if ask:
+                m.learn(torch.from_numpy(x[None]), torch.from_numpy(np.array([y])))
+        assert np.array_equal(m.lam, runs[True, True][2])

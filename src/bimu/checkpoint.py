@@ -177,7 +177,7 @@ def check_checkpoint_state(state: Mapping[str, Any], path: str | os.PathLike,
     >>> check_checkpoint_state({"task": 7, "n_tasks": 4}, "c.pt")
     Traceback (most recent call last):
     ...
-    bimu.rundir.CheckpointError: c.pt: refused: the checkpoint says task 7 is done, outside its stream of 4 tasks
+    bimu.checkpoint.CheckpointError: c.pt: refused: the checkpoint says task 7 is done, outside its stream of 4 tasks
     """
     where = f"{path}: refused:"
     for key in ("method_state", "learner_state"):

@@ -242,8 +242,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         return 0
     try:
         table, groups = report(args.dirs, paper=not args.no_paper)
-    except FileNotFoundError as e:
-        return _err(str(e))
+    except (FileNotFoundError, ValueError) as e:  # no runs; a seed in two runs of one configuration
+        return _err(describe_error(e))
     print(table)
     plot = Path(args.plot) if args.plot else Path(args.dirs[0]) / "accuracy_per_task.png"
     heatmap = Path(args.matrix_plot) if args.matrix_plot else plot.with_name("accuracy_matrix.png")

@@ -67,7 +67,7 @@ def config_header(sizes: Sequence[int], n_samples: int, query_samples: int = 10,
     ``store_planes`` / ``keep_samples`` (``None``: on unless the first layer has more than
     :data:`LARGE_FIRST_LAYER` weights) set the memory-for-speed options of the header.
 
-    >>> print(config_header([8, 3], 2).splitlines()[2])
+    >>> print(config_header([8, 3], 2).splitlines()[3])
     #define BIMU_N_LAYERS 1
     """
     sizes = [int(s) for s in sizes]
@@ -174,12 +174,14 @@ class CLearner:
     ``activation``, ``output_norm``, ``kind`` (``"bimu"`` or ``"bayesbinn"``) fix the build;
     ``double`` picks the float64 build (else float32). Hyperparameters are the engine's packed
     coefficients (:class:`bimu.engine.hparams.BinaryHP` slots 0-5, then the gate and LayerNorm eps),
-    given to :meth:`init`.
+    given to :meth:`init`. ``store_planes`` / ``keep_samples``: the memory-for-speed options of
+    :func:`config_header` (they change no result).
     """
 
     def __init__(self, sizes: Sequence[int], n_samples: int, query_samples: int = 10, activation: str = "rbg",
                  output_norm: bool = True, kind: str = "bimu", double: bool = True,
-                 extra_flags: Sequence[str] = ()):
+                 extra_flags: Sequence[str] = (), store_planes: bool | None = None,
+                 keep_samples: bool | None = None):
         if kind not in ("bimu", "bayesbinn"):
             raise ValueError(f"kind must be 'bimu' or 'bayesbinn', got {kind!r}")
         self.sizes = [int(s) for s in sizes]
@@ -189,7 +191,7 @@ class CLearner:
         self.dtype = np.dtype(np.float64 if double else np.float32)
         self.n_params = sum(a * b for a, b in zip(self.sizes[:-1], self.sizes[1:]))
         self.config = config_header(self.sizes, self.K, self.query_samples, activation, output_norm,
-                                    kind == "bayesbinn")
+                                    kind == "bayesbinn", store_planes, keep_samples)
         self.library = build_library(self.config, double, extra_flags)
         self._lib = ctypes.CDLL(str(self.library))
         self._real = ctypes.c_double if double else ctypes.c_float
@@ -211,7 +213,8 @@ class CLearner:
 
     @classmethod
     def from_method(cls, method, query_samples: int | None = None, double: bool | None = None,
-                    query_key: int = 0, extra_flags: Sequence[str] = ()) -> "CLearner":
+                    query_key: int = 0, extra_flags: Sequence[str] = (), store_planes: bool | None = None,
+                    keep_samples: bool | None = None) -> "CLearner":
         """A learner holding the fused method's lambda (BayesBiNN: and prior), hyperparameters, keys and
         counters; float64 build for a float64 method unless ``double`` says otherwise."""
         from bimu.engine.hparams import KIND_BAYESBINN, Cfg
@@ -225,7 +228,7 @@ class CLearner:
         double = method.dtype == np.float64 if double is None else bool(double)
         q = int(hp.get("n_eval_samples", 10)) if query_samples is None else int(query_samples)
         c = cls(method.sizes, int(hp["n_samples"]), max(q, 1), hp["activation"], bool(hp["output_norm"]), kind,
-                double, extra_flags)
+                double, extra_flags, store_planes, keep_samples)
         c.load_method(method, query_key)
         return c
 
@@ -332,20 +335,25 @@ class CLearner:
 
     # ----------------------------------------------------------------- the integer parts, for tests
     def hash32(self, rlo: int, rhi: int, idx: int) -> int:
+        """``bimu_hash32``: the 32-bit lane hash of :func:`bimu.rng.hash32`."""
         return int(self._lib.bimu_hash32(rlo, rhi, idx))
 
     def hash64(self, key: int, n: int) -> int:
+        """``bimu_hash64``: the counter-based 64-bit hash of :mod:`bimu.rng`."""
         return int(self._lib.bimu_hash64(key, n))
 
     def derive_key(self, seed: int, stream: int) -> int:
+        """``bimu_derive_key``: :func:`bimu.rng.derive_key`."""
         return int(self._lib.bimu_derive_key(seed & (2**64 - 1), stream))
 
     def row_key(self, key: int, step: int, e0: int) -> tuple[int, int]:
+        """``bimu_row_key``: the two 32-bit halves of the row key of parameter ``e0`` at training step ``step``."""
         lo, hi = ctypes.c_uint32(), ctypes.c_uint32()
         self._lib.bimu_row_key(key, step, self.n_params, e0, ctypes.byref(lo), ctypes.byref(hi))
         return int(lo.value), int(hi.value)
 
     def uniform32(self, x: int) -> float:
+        """``bimu_uniform32``: ``(2 (x >> 9) + 1) / 2^24``."""
         return float(self._lib.bimu_uniform32(x))
 
     def thresholds(self, lam) -> np.ndarray:

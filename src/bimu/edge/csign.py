@@ -178,10 +178,12 @@ class CSignLearner:
 
     @property
     def mW(self) -> np.ndarray:
+        """Adam's first moments of the latent weights (a view of the state)."""
         return self._slice(self.n_params, self.n_params)
 
     @property
     def vW(self) -> np.ndarray:
+        """Adam's second moments of the latent weights (a view of the state)."""
         return self._slice(2 * self.n_params, self.n_params)
 
     @property
@@ -191,22 +193,27 @@ class CSignLearner:
 
     @property
     def mN(self) -> np.ndarray:
+        """Adam's first moments of the norms' parameters (a view of the state)."""
         return self._slice(3 * self.n_params + 2 * self.n_units, 2 * self.n_units)
 
     @property
     def vN(self) -> np.ndarray:
+        """Adam's second moments of the norms' parameters (a view of the state)."""
         return self._slice(3 * self.n_params + 4 * self.n_units, 2 * self.n_units)
 
     @property
     def RM(self) -> np.ndarray:
+        """The batch norms' running means, one per unit (a view of the state)."""
         return self._slice(3 * self.n_params + 8 * self.n_units, self.n_units)
 
     @property
     def RV(self) -> np.ndarray:
+        """The batch norms' running variances, one per unit (a view of the state)."""
         return self._slice(3 * self.n_params + 9 * self.n_units, self.n_units)
 
     @property
     def adam_step(self) -> int:
+        """Adam steps taken so far (the bias correction's counter)."""
         return int(self._state.adam_step)
 
     @adam_step.setter

@@ -317,6 +317,7 @@ class EmulatedCostTable:
     query_rate: float
 
     def get(self, sizes, method, core) -> BenchResult:
+        """The measurement of ``method`` on network ``sizes`` and core ``core``."""
         return self.results[("-".join(map(str, sizes)), method, core)]
 
     def expected(self, sizes, method, core) -> tuple[float, float]:

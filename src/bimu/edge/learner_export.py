@@ -263,35 +263,67 @@ def export_c_learner(run_dir, out_dir, query_samples: int = DEFAULT_QUERY_SAMPLE
 
 
 # ---------------------------------------------------------------------------- the state's size
+def _c_int_expression(text: str, macros: dict[str, int]) -> int:
+    """The value of an integer C expression of ``bimu_learn.h`` (macros, integers, ``+ - * /`` with C's
+    truncating division, parentheses), read without ``eval``."""
+    import ast
+    import re
+
+    expr = re.sub(r"\b[A-Z_][A-Z0-9_]*\b", lambda m: str(macros[m.group(0)]), text.strip())
+    ops = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+           ast.Div: lambda a, b: int(a / b)}
+
+    def value(node) -> int:
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.BinOp) and type(node.op) in ops:
+            return ops[type(node.op)](value(node.left), value(node.right))
+        raise ValueError(f"bimu_learn.h: cannot read the expression {text!r}")
+
+    return value(ast.parse(expr, mode="eval").body)
+
+
 def state_struct_bytes(sizes: Sequence[int], n_samples: int, query_samples: int, real_bytes: int = 4,
-                       bayesbinn: bool = False) -> int:
+                       bayesbinn: bool = False, store_planes: bool | None = None,
+                       keep_samples: bool | None = None) -> int:
     """``sizeof(bimu_learner)`` for a network, the SRAM a device gives its learner: the fields of the
-    struct as ``bimu_learn.h`` declares them (read from the header, ``#if BIMU_BAYESBINN`` honoured), laid
+    struct as ``bimu_learn.h`` declares them (read from the header, its ``#if`` options honoured), laid
     out with the alignment of a 32- or 64-bit core (8 for 64-bit integers and doubles).
+    ``store_planes`` / ``keep_samples``: as :func:`bimu.edge.clearner.config_header` (``None``: its
+    default for this network).
 
     >>> state_struct_bytes([512, 16], 1, 2) > 4 * 512 * 16
+    True
+    >>> state_struct_bytes([512, 16], 1, 2, store_planes=False, keep_samples=False) < state_struct_bytes([512, 16], 1, 2)
     True
     """
     import ctypes
     import re
 
+    from bimu.edge.clearner import LARGE_FIRST_LAYER
+
     sizes = [int(s) for s in sizes]
     P = sum(a * b for a, b in zip(sizes[:-1], sizes[1:]))
+    small = sizes[0] * sizes[1] <= LARGE_FIRST_LAYER
     macros = {"BIMU_N_PARAMS": P, "BIMU_K": int(n_samples), "BIMU_QUERY_K": int(query_samples),
               "BIMU_HIDDEN_UNITS": sum(sizes[1:]), "BIMU_MAX_OUT": max(sizes[1:]), "BIMU_MAX_IN": max(sizes[:-1]),
               "BIMU_N_LAYERS": len(sizes) - 1, "BIMU_UPPER_PARAMS": P - sizes[0] * sizes[1],
-              "BIMU_BAYESBINN": int(bool(bayesbinn))}
+              "BIMU_BAYESBINN": int(bool(bayesbinn)),
+              "BIMU_STORE_PLANES": int(small if store_planes is None else bool(store_planes)),
+              "BIMU_KEEP_SAMPLES": int(small if keep_samples is None else bool(keep_samples))}
+    header = (importlib.resources.files("bimu.edge") / "c" / "bimu_learn.h").read_text()
+    for name, value in re.findall(r"#define (BIMU_PLANE_WORDS) (\(.+\))", header):
+        macros[name] = _c_int_expression(value, macros)
     real = ctypes.c_double if int(real_bytes) == 8 else ctypes.c_float
     types = {"bimu_real": real, "double": ctypes.c_double, "uint64_t": ctypes.c_uint64, "int32_t": ctypes.c_int32,
              "uint32_t": ctypes.c_uint32, "bimu_hparams": real * 8}
-    header = (importlib.resources.files("bimu.edge") / "c" / "bimu_learn.h").read_text()
     end = header.index("} bimu_learner;")
     body = header[header.rindex("typedef struct {", 0, end) + len("typedef struct {"):end]
     fields, keep = [], [True]
     for line in body.splitlines():
         code = re.sub(r"/\*.*?\*/", "", line).strip()
         if code.startswith("#if "):
-            keep.append(keep[-1] and bool(eval(code[4:], {}, dict(macros))))  # noqa: S307 - our own header
+            keep.append(keep[-1] and bool(_c_int_expression(code[4:], macros)))
         elif code.startswith("#endif"):
             keep.pop()
         elif code and keep[-1]:
@@ -299,6 +331,6 @@ def state_struct_bytes(sizes: Sequence[int], n_samples: int, query_samples: int,
             if m is None:
                 raise ValueError(f"bimu_learn.h: cannot read the struct field {code!r}")
             t, name, dim = m.groups()
-            n = 1 if dim is None else int(eval(dim, {}, dict(macros)))  # noqa: S307 - our own header
+            n = 1 if dim is None else _c_int_expression(dim, macros)
             fields.append((name, types[t] * n))
     return ctypes.sizeof(type("bimu_learner", (ctypes.Structure,), {"_fields_": fields}))

@@ -40,13 +40,19 @@ def _mean_matrix(runs):
 
 def group_matrices(groups: dict) -> dict[str, np.ndarray]:
     """Label -> seed-mean accuracy matrix of each group of :func:`bimu.report.tables.group_runs` (groups
-    whose seeds have no matrix, or matrices of different shapes, are left out), sorted by key."""
+    whose seeds have no matrix, or matrices of different shapes, are left out), in the report's row
+    order. A key is ``(benchmark, method, hidden, active)``, optionally followed by the configuration
+    cells that tell its group apart (in the label too)."""
+    from bimu.report.tables import group_sort_key
+
     out = {}
-    for key, runs in sorted(groups.items(), key=lambda kv: str(kv[0])):
+    for key, runs in sorted(groups.items(), key=lambda kv: group_sort_key(kv[0])):
         R = _mean_matrix(runs)
         if R is not None:
-            bench, method, hidden, active = key
-            out[f"{method} ({bench}, {'x'.join(map(str, hidden)) or 'linear'}{', ' + active if active else ''})"] = R
+            bench, method, hidden, active = key[:4]
+            extras = "".join(f", {cell}" for _, cell in (key[4] if len(key) > 4 else ()))
+            out[f"{method} ({bench}, {'x'.join(map(str, hidden)) or 'linear'}{', ' + active if active else ''}"
+                f"{extras})"] = R
     return out
 
 

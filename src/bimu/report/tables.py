@@ -8,11 +8,13 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import os
 import sys
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,14 +60,192 @@ def load_run(path: str | os.PathLike) -> dict[str, Any]:
     return {"path": p, "config": cfg, "R": R, "records": recs, "summary": summ, "seed": seed}
 
 
+REPORT_IGNORED_KEYS: tuple[str, ...] = (
+    # Keys of a run's config.json (dotted for nested ones) that never change its numbers, so runs that
+    # differ only in them are seeds of one configuration; every other key splits a row. The grouping
+    # reads config.json only: environment.json (timestamps, host, versions, git commit) and summary.json
+    # never enter it. bimu.experiments.config.NON_SEMANTIC_KEYS (what a run may resume with changed) is
+    # a subset of this list (tests/test_report_groups.py checks it).
+    "seeds",                    # every seed of the command that wrote it; the run's own seed is the seeds cell
+    "out",                      # the output folder
+    "threads",                  # torch / fused-engine threads: results do not depend on the count
+    "data_dir",                 # where checksummed data sets are read from
+    "log_to",                   # extra result sinks (csv, tensorboard, mlflow)
+    "engine",                   # the engine asked for ("auto"); the engine that ran, resolved.engine, splits
+    "preset", "overrides",      # compared through what they resolve to, resolved.hparams
+    "resolved.preset",          # the preset's name; its values are in resolved.hparams
+    "resolved.note",            # a remark on the preset choice, for people
+    "resolved.data_file.path",  # where an own-data file was read; its SHA-256 is the data fingerprint
+    "benchmark_options.path",   # the same path as the benchmark's option, ignored only when the run
+                                # records that fingerprint (data=<SHA-256, short> then splits)
+    "hidden", "resolved.sizes",  # already the hidden column (the input / output widths follow the data)
+)
+"""Configuration keys that never split a report's rows (see the comments in the source)."""
+DATA_KEY = "data"
+"""Name of the data fingerprint (an own-data file's or folder's SHA-256) in a report's configuration."""
+FINGERPRINT_SHOWN = 12
+"""Hex digits of the data fingerprint a report shows (``data=3f9a1c0b2e47``)."""
+_MISSING = object()
+
+
+class DuplicateSeedError(ValueError):
+    """Two run directories hold the same seed of one configuration: a report would average a seed twice."""
+
+
+def _canonical(v: Any) -> Any:
+    """``v`` with integral floats as ints (``500.0`` == ``500``), lists and dicts recursively."""
+    if isinstance(v, float) and math.isfinite(v) and v == int(v):
+        return int(v)
+    if isinstance(v, (list, tuple)):
+        return [_canonical(x) for x in v]
+    if isinstance(v, Mapping):
+        return {str(k): _canonical(x) for k, x in v.items()}
+    return v
+
+
+def _flatten(d: Mapping[str, Any], prefix: str, out: dict[str, Any]) -> None:
+    for k, v in d.items():
+        path = f"{prefix}{k}"
+        if isinstance(v, Mapping):
+            _flatten(v, path + ".", out)
+        else:
+            out[path] = _canonical(v)
+
+
+def _filled_hparams(method: str, hparams: Mapping[str, Any]) -> dict[str, Any]:
+    """``hparams`` with every hyperparameter the run predates at the value runs had before it existed
+    (as :func:`bimu.experiments.runner.same_hparams` compares them), for a registered method."""
+    out = dict(hparams)
+    try:
+        from bimu.methods import get_method
+
+        declared = get_method(method).hyperparameters
+    except (ValueError, KeyError, AttributeError):
+        return out
+    for name, h in declared.items():
+        if name not in out:
+            out[name] = json.loads(json.dumps(h.value_before, default=str))
+    return out
+
+
+def run_configuration(config: Mapping[str, Any]) -> dict[str, Any]:
+    """What determines a run's results, from its ``config.json``: the keys, dotted where nested
+    (``resolved.hparams.lr``), and their values, less :data:`REPORT_IGNORED_KEYS` (and the keys nested
+    in them); an own-data run's
+    fingerprint as :data:`DATA_KEY`. Runs with equal configurations (and benchmark, method, hidden
+    widths, active strategy) are seeds of one row of a report.
+
+    >>> run_configuration({"benchmark": "npz", "out": "a", "threads": 2, "threshold": 0.2, "overrides": {"lr": "1"},
+    ...                    "benchmark_options": {"path": "/d/s.npz"},
+    ...                    "resolved": {"data_file": {"path": "/d/s.npz", "sha256": "ab12"}, "engine": "fused"}})
+    {'benchmark': 'npz', 'threshold': 0.2, 'resolved.engine': 'fused', 'data': 'ab12'}
+    """
+    cfg = dict(config)
+    resolved = dict(cfg.get("resolved") or {})
+    if isinstance(resolved.get("hparams"), Mapping) and isinstance(cfg.get("method"), str):
+        resolved["hparams"] = _filled_hparams(cfg["method"], resolved["hparams"])
+        cfg["resolved"] = resolved
+    flat: dict[str, Any] = {}
+    _flatten(cfg, "", flat)
+    fingerprint = flat.pop("resolved.data_file.sha256", None)
+    ignored = tuple(k for k in REPORT_IGNORED_KEYS if fingerprint is not None or k != "benchmark_options.path")
+    out = {k: v for k, v in flat.items() if not any(k == i or k.startswith(i + ".") for i in ignored)}
+    if fingerprint is not None:
+        out[DATA_KEY] = fingerprint
+    return out
+
+
+def _shown(name: str, value: Any) -> str:
+    """``name=value`` as a report cell (an own-data fingerprint shortened, ``-`` for a key the run lacks)."""
+    if value is _MISSING:
+        text = "-"
+    elif value is None:
+        text = "none"
+    elif isinstance(value, bool):
+        text = "true" if value else "false"
+    elif isinstance(value, str):
+        text = value[:FINGERPRINT_SHOWN] if name == DATA_KEY else value
+    elif isinstance(value, float):
+        text = repr(value)
+    elif isinstance(value, (list, dict)):
+        text = json.dumps(value, separators=(",", ":"))
+    else:
+        text = str(value)
+    return f"{name}={text}"
+
+
+def _labels(configs: dict[str, dict[str, Any]]) -> dict[str, tuple[tuple[str, str], ...]]:
+    """Frozen configuration -> ``((name, "name=value"), ...)`` for the keys whose values differ among
+    ``configs`` (the configurations of one benchmark and method), in the order the keys first appear."""
+    paths = list(dict.fromkeys(k for c in configs.values() for k in c))
+    differ = [p for p in paths if len({json.dumps([p in c, c.get(p)], sort_keys=True) for c in configs.values()}) > 1]
+    tails = [p.rpartition(".")[2] for p in differ]
+    names = {p: t if tails.count(t) == 1 else p for p, t in zip(differ, tails)}
+    return {f: tuple((names[p], _shown(names[p], c.get(p, _MISSING))) for p in differ) for f, c in configs.items()}
+
+
+def group_sort_key(key: tuple) -> tuple:
+    """Order of a report's rows: benchmark, method, hidden widths and strategy as text, then the
+    configuration's values, numbers by value (``threshold=0.05`` before ``threshold=0.2``, ``9`` before ``10``)."""
+    def value(cell: str):
+        text = cell.partition("=")[2]
+        try:
+            return (0, float(text), "")
+        except ValueError:
+            return (1, 0.0, text)
+
+    extras = key[4] if len(key) > 4 else ()
+    return (str(tuple(key[:4])), tuple(value(cell) for _, cell in extras))
+
+
+def group_label(key: tuple) -> str:
+    """``benchmark-method``, with the configuration cells of its row in parentheses when it has any.
+
+    >>> group_label(("pmnist", "bimu", (100,), "vr", (("threshold", "threshold=0.2"),)))
+    'pmnist-bimu (threshold=0.2)'
+    """
+    extras = key[4] if len(key) > 4 else ()
+    return f"{key[0]}-{key[1]}" + (f" ({', '.join(cell for _, cell in extras)})" if extras else "")
+
+
 def group_runs(runs: Sequence[dict[str, Any]]) -> dict[tuple, list[dict[str, Any]]]:
-    """Runs grouped by (benchmark, method, hidden widths, active strategy)."""
-    groups: dict[tuple, list] = defaultdict(list)
+    """Runs grouped by configuration: ``(benchmark, method, hidden widths, active strategy, extras)`` ->
+    runs, one group per distinct :func:`run_configuration` (data fingerprint included). ``extras`` holds
+    ``(name, "name=value")`` for each key whose value differs among the groups of the same benchmark
+    and method (empty when they all agree), so that each group's row says which configuration it is.
+    :class:`DuplicateSeedError` (a ValueError) naming both run directories when a seed is in two runs of
+    one group."""
+    by_config: dict[tuple, list] = defaultdict(list)
+    configs: dict[tuple, dict[str, Any]] = {}
     for r in runs:
         c = r["config"]
         hidden = tuple(c.get("resolved", {}).get("sizes", [])[1:-1])
-        groups[(c["benchmark"], c["method"], hidden, c.get("active"))].append(r)
-    return dict(groups)
+        conf = run_configuration(c)
+        ident = ((c["benchmark"], c["method"], hidden, c.get("active")), json.dumps(conf, sort_keys=True))
+        by_config[ident].append(r)
+        configs[ident] = conf
+    families: dict[tuple, list] = defaultdict(list)
+    for ident in sorted(by_config, key=lambda i: (str(i[0]), i[1])):
+        families[ident[0][:2]].append(ident)
+    groups: dict[tuple, list] = {}
+    for idents in families.values():
+        labels = _labels({i[1]: configs[i] for i in idents})
+        keys = {i: (*i[0], labels[i[1]]) for i in idents}
+        if len(set(keys.values())) < len(keys):  # values that print alike: tell the rows apart by a hash
+            keys = {i: (*k[:4], (*k[4], ("config", "config=" + hashlib.sha256(i[1].encode()).hexdigest()[:8])))
+                    for i, k in keys.items()}
+        for i in idents:
+            groups[keys[i]] = by_config[i]
+    for key, members in groups.items():
+        seen: dict[Any, dict[str, Any]] = {}
+        for r in members:
+            s = r.get("seed")
+            if s is not None and s in seen:
+                raise DuplicateSeedError(f"seed {s} of {group_label(key)} is in two run directories of the same "
+                                         f"configuration, {seen[s]['path']} and {r['path']}: report them "
+                                         "separately or remove one")
+            seen.setdefault(s, r)
+    return groups
 
 
 def _finite(vals) -> list[float]:
@@ -162,13 +342,19 @@ def group_stats(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def markdown_table(groups: dict[tuple, list[dict[str, Any]]], paper: bool = True) -> str:
-    """The paper-style markdown table (accuracies in %, mean ± std over seeds)."""
-    head = ["benchmark", "method", "hidden", "seeds", "last-k acc (%)", "AUC epi", "AUC alea", "AUC VR",
+    """The paper-style markdown table (accuracies in %, mean ± std over seeds), one row per group of
+    :func:`group_runs`. A configuration key that tells groups apart gets a column after ``hidden``
+    (cells ``threshold=0.2``; ``-`` in rows of a benchmark and method whose groups do not differ in it)."""
+    ordered = sorted(groups.items(), key=lambda kv: group_sort_key(kv[0]))
+    extra = list(dict.fromkeys(name for key, _ in ordered for name, _ in (key[4] if len(key) > 4 else ())))
+    head = ["benchmark", "method", "hidden", *extra, "seeds", "last-k acc (%)", "AUC epi", "AUC alea", "AUC VR",
             "MMRR", "MMRR (seed-avg)", "BWT (%)", "1st task (%)", "queried (%)", "steps/s"]
     if paper:
         head += ["paper last-5", "paper AUC", "paper MMRR", "paper 1-task"]
     rows = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
-    for (bench, method, hidden, active), runs in sorted(groups.items(), key=lambda kv: str(kv[0])):
+    for key, runs in ordered:
+        bench, method, hidden, active = key[:4]
+        shown = dict(key[4] if len(key) > 4 else ())
         st = group_stats(runs)
         name = method + (f" [active: {active}]" if active else "")
         seeds = ",".join(map(str, st["seeds"])) or "-"
@@ -176,7 +362,7 @@ def markdown_table(groups: dict[tuple, list[dict[str, Any]]], paper: bool = True
             seeds += f" (incomplete: {','.join(map(str, st['incomplete']))})"
         if st["failed"]:
             seeds += f" (FAILED: {','.join(map(str, st['failed']))})"
-        cells = [bench, name, "x".join(map(str, hidden)) or "-", seeds,
+        cells = [bench, name, "x".join(map(str, hidden)) or "-", *(shown.get(n, "-") for n in extra), seeds,
                  fmt_pm(st["last_k_acc"], 100) + ("" if st["last_k"] == 5 else f" (last {st['last_k']})"),
                  fmt_pm(st["auc_epistemic"], 1, 3), fmt_pm(st["auc_aleatoric"], 1, 3), fmt_pm(st["auc_vr"], 1, 3),
                  fmt_pm(st["mmrr"]), "-" if st["mmrr_seed_avg"] is None else f"{st['mmrr_seed_avg']:.2f}",
@@ -191,18 +377,18 @@ def markdown_table(groups: dict[tuple, list[dict[str, Any]]], paper: bool = True
                 cells += ["-"] * 4
         rows.append("| " + " | ".join(cells) + " |")
     notes = []
-    for key, runs in sorted(groups.items(), key=lambda kv: str(kv[0])):
+    for key, runs in ordered:
         for r in runs:
             if r["summary"] and r["summary"].get("complete"):
                 why = failed_reason(r)
                 if why is not None:
-                    notes.append(f"- {key[0]}-{key[1]} seed {r['seed']}: FAILED, {why} (not in the means); "
+                    notes.append(f"- {group_label(key)} seed {r['seed']}: FAILED, {why} (not in the means); "
                                  f"inspect {r['path']} and rerun it in a new --out")
                 continue
             done = [rec["task"] for rec in r["records"]]
             diag = accuracy_trail([rec["acc"] for rec in r["records"] if rec.get("acc") is not None])
             n = r["config"].get("tasks", "?")
-            notes.append(f"- {key[0]}-{key[1]} seed {r['seed']}: incomplete, {len(done)}/{n} tasks done; "
+            notes.append(f"- {group_label(key)} seed {r['seed']}: incomplete, {len(done)}/{n} tasks done; "
                          f"accuracy right after training (%): {diag or '-'} (run the same command to resume)")
     if notes:
         rows += ["", *notes]
@@ -210,9 +396,11 @@ def markdown_table(groups: dict[tuple, list[dict[str, Any]]], paper: bool = True
 
 
 def report(paths: Sequence[str | os.PathLike], paper: bool = True, warn=None) -> tuple[str, dict]:
-    """``(markdown table, groups)`` for the run directories under ``paths``. A run whose files cannot be
-    read (missing, unreadable, corrupt) is skipped with a one-line ``warn(message)`` (default: printed
-    to stderr) and the others are reported; FileNotFoundError when no run is left."""
+    """``(markdown table, groups)`` for the run directories under ``paths``: one row per configuration
+    (:func:`group_runs`), seeds averaged within it. A run whose files cannot be read (missing,
+    unreadable, corrupt) is skipped with a one-line ``warn(message)`` (default: printed to stderr) and
+    the others are reported; FileNotFoundError when no run is left; :class:`DuplicateSeedError` naming
+    both directories when a seed is in two runs of one configuration."""
     warn = warn or (lambda msg: print(f"bimu: warning: {msg}", file=sys.stderr))
     dirs = find_seed_dirs(paths)
     if not dirs:

@@ -138,7 +138,9 @@ def c_stream(bench, *, seed: int = 0, preset: str = "openloris-8192-imbalanced",
     dtype = "float64" if double else "float32"
     tasks = list(range(bench.n_tasks) if tasks is None else tasks)
     method = _method([bench.n_features, bench.n_classes], seed, preset, dtype)  # initial state, then evaluation
-    c = CLearner.from_method(method, query_samples=mc_samples, double=double)
+    # the engine's summation order in the query's sums (float32 too), so that the host build can be checked
+    # against the Python learner example by example
+    c = CLearner.from_method(method, query_samples=mc_samples, double=double, extra_flags=["-DBIMU_QUERY_DOT8=1"])
     c.set_query(mc_samples, vote_threshold(threshold, mc_samples))
     # the Python learner's query generator, to draw the same per-example keys (blocks.learn_in_blocks)
     gen = ActiveLearner(method, make_acquisition("vr", threshold=threshold, mc_samples=mc_samples,

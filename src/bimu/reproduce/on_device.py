@@ -112,6 +112,9 @@ def build(opts: Options, log=None) -> Report:
         "accuracy matrix (a row after every task) and the digest of the queried examples",
         "versus Python: the same queried examples (digest of their indices) and the same final lambda to the "
         "bit (FNV-1a of its bytes) as the Python learner of the same precision; compact rows against float32",
+        "C learner rows: built with BIMU_QUERY_DOT8 1, the query's sums in the engine's order; a float32 device "
+        "build sums 2 (sum over the +1 weights) - (sum of the inputs) by default, which is cheaper and equals the "
+        "engine's logits only to float32 rounding (docs/on-device.md)",
         "lambda stored as float16 / int16: the Python learner with lambda rounded after every update (int16: "
         "fixed point, 10 fraction bits, saturating at +-32), as a device keeping 2 bytes a weight would",
         "stream (s): wall seconds of the stream on one core, evaluations excluded",

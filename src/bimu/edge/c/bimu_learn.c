@@ -72,7 +72,7 @@ bimu_real bimu_uniform32(uint32_t x) {
 
 /* exp(x) for x <= 0: libm in double; in float the engine's vectorisable polynomial
  * (bimu.engine.scalar.fexp, contracted as the engine's kernels compile it). */
-static bimu_real bimu_fexp(bimu_real x) {
+static inline bimu_real bimu_fexp(bimu_real x) {
 #ifdef BIMU_DOUBLE
     return exp(x);
 #else
@@ -96,6 +96,19 @@ static bimu_real bimu_fexp(bimu_real x) {
 
 /* b = exp(-2 |lambda|): the one exponential per parameter of every sampling formula. */
 static bimu_real bimu_b(bimu_real lo) { return bimu_fexp((bimu_real)-2 * (lo < 0 ? -lo : lo)); }
+
+/* b of parameter e: stored beside lambda (BIMU_STORE_PLANES), else computed from it (the same bits). */
+static bimu_real bimu_b_at(const bimu_learner *L, uint64_t e) {
+#if BIMU_STORE_PLANES
+    return L->bq[e];
+#else
+    return bimu_b(L->lam[e]);
+#endif
+}
+
+#if BIMU_STORE_PLANES
+static void bimu_row_sync(bimu_learner *L, int l, int o); /* b and planes of one row, from lambda */
+#endif
 
 /* ------------------------------------------------------------------ layout helpers */
 static uint64_t bimu_poff(int l) { /* first parameter of layer l */
@@ -145,7 +158,7 @@ void bimu_relaxed_row(const bimu_learner *L, int l, int o, uint64_t step, int k,
     uint32_t rlo, rhi;
     bimu_row_key(L->train_key, step, BIMU_N_PARAMS, e0, &rlo, &rhi);
     for (int i = 0; i < n; i++)
-        w[i] = bimu_relaxed(lr[i], bimu_b(lr[i]),
+        w[i] = bimu_relaxed(lr[i], bimu_b_at(L, e0 + (uint64_t)i),
                             bimu_uniform32(bimu_hash32(rlo, rhi, (uint32_t)i * (uint32_t)BIMU_K + (uint32_t)k)));
 }
 
@@ -198,9 +211,9 @@ static bimu_real bimu_bayesbinn_step(bimu_real lo, bimu_real g, bimu_real b, con
 static void bimu_update(bimu_learner *L, uint64_t e, bimu_real g) {
     const bimu_real lo = L->lam[e];
 #if BIMU_BAYESBINN
-    L->lam[e] = bimu_bayesbinn_step(lo, g, bimu_b(lo), &L->hp, L->prior[e]);
+    L->lam[e] = bimu_bayesbinn_step(lo, g, bimu_b_at(L, e), &L->hp, L->prior[e]);
 #else
-    L->lam[e] = bimu_bimu_step(lo, g, bimu_b(lo), &L->hp, 0);
+    L->lam[e] = bimu_bimu_step(lo, g, bimu_b_at(L, e), &L->hp, 0);
 #endif
 }
 
@@ -276,7 +289,8 @@ int bimu_learn(bimu_learner *L, const bimu_real *x, int y) {
     const uint64_t s = L->train_step;
     const int D = bimu_sizes[0], n0 = bimu_sizes[1], C = bimu_sizes[BIMU_N_LAYERS];
     const int nb = D & ~7;
-    const double eps = (double)L->hp.ln_eps, gate = (double)L->hp.gate;
+    const bimu_hparams hp = L->hp; /* a local copy: the stores to lambda cannot alias it */
+    const double eps = (double)hp.ln_eps, gate = (double)hp.gate;
     const uint32_t K = BIMU_K;
     int nonzero = 0;
 
@@ -286,23 +300,45 @@ int bimu_learn(bimu_learner *L, const bimu_real *x, int y) {
         bimu_real acc[BIMU_K][8], tot[BIMU_K];
         uint32_t rlo, rhi;
         int i;
-        bimu_row_key(L->train_key, s, BIMU_N_PARAMS, (uint64_t)o * (uint64_t)D, &rlo, &rhi);
-        memset(acc, 0, sizeof acc);
-        for (i = 0; i < nb; i++) {
-            const bimu_real b = bimu_b(lr[i]);
-            for (uint32_t k = 0; k < K; k++) {
-                const bimu_real w = bimu_relaxed(lr[i], b, bimu_uniform32(bimu_hash32(rlo, rhi, (uint32_t)i * K + k)));
-                acc[k][i & 7] = acc[k][i & 7] + w * x[i];
-            }
+        const uint64_t e0 = (uint64_t)o * (uint64_t)D;
+#if BIMU_KEEP_SAMPLES
+        bimu_real *keep = L->w0 + e0 * K;
+#endif
+        bimu_row_key(L->train_key, s, BIMU_N_PARAMS, e0, &rlo, &rhi);
+        for (uint32_t k = 0; k < K; k++)
+            for (int j = 0; j < 8; j++) acc[k][j] = 0;
+        /* eight weights a step, so that the partial sums acc[k][j] stay in registers */
+#if BIMU_KEEP_SAMPLES
+#define BIMU_KEEP_W(ij, k, w) keep[(uint32_t)(ij) * K + (k)] = (w)
+#else
+#define BIMU_KEEP_W(ij, k, w) (void)0
+#endif
+#define BIMU_FWD(j)                                                                                      \
+    do {                                                                                                 \
+        const int ij = i + (j);                                                                          \
+        const bimu_real b = bimu_b_at(L, e0 + (uint64_t)ij);                                             \
+        for (uint32_t k = 0; k < K; k++) {                                                               \
+            const bimu_real w =                                                                          \
+                bimu_relaxed(lr[ij], b, bimu_uniform32(bimu_hash32(rlo, rhi, (uint32_t)ij * K + k)));   \
+            BIMU_KEEP_W(ij, k, w);                                                                       \
+            acc[k][j] = acc[k][j] + w * x[ij];                                                           \
+        }                                                                                                \
+    } while (0)
+        for (i = 0; i < nb; i += 8) {
+            BIMU_FWD(0); BIMU_FWD(1); BIMU_FWD(2); BIMU_FWD(3);
+            BIMU_FWD(4); BIMU_FWD(5); BIMU_FWD(6); BIMU_FWD(7);
         }
+#undef BIMU_FWD
         for (uint32_t k = 0; k < K; k++) tot[k] = bimu_lanes(acc[k]);
         for (; i < D; i++) {
-            const bimu_real b = bimu_b(lr[i]);
+            const bimu_real b = bimu_b_at(L, e0 + (uint64_t)i);
             for (uint32_t k = 0; k < K; k++) {
                 const bimu_real w = bimu_relaxed(lr[i], b, bimu_uniform32(bimu_hash32(rlo, rhi, (uint32_t)i * K + k)));
+                BIMU_KEEP_W(i, k, w);
                 tot[k] = tot[k] + w * x[i];
             }
         }
+#undef BIMU_KEEP_W
         for (uint32_t k = 0; k < K; k++) L->z[k * n0 + o] = tot[k];
     }
     /* ---- forward through the layers (fastpath._train_steps_b1_template) */
@@ -365,7 +401,7 @@ int bimu_learn(bimu_learner *L, const bimu_real *x, int y) {
         for (int k = 0; k < BIMU_K; k++) {
             bimu_real *da = L->da + k * n_in;
             const int base = hin + k * n_in;
-            for (int i = 0; i < n_in; i++) da[i] *= bimu_act_grad(L->xh[base + i], L->hp.gate);
+            for (int i = 0; i < n_in; i++) da[i] *= bimu_act_grad(L->xh[base + i], hp.gate);
             bimu_ln_backward(da, L->xh + base, L->dz + base, L->rs[(l - 1) * BIMU_K + k], n_in);
         }
     }
@@ -382,7 +418,7 @@ int bimu_learn(bimu_learner *L, const bimu_real *x, int y) {
                 const bimu_real ck = L->dz[h + k * n_out + o];
                 const bimu_real *xa = L->a + hin + k * n_in;
                 const bimu_real *w = L->wrow + k * n_in;
-                for (int i = 0; i < n_in; i++) g[i] = bimu_grad_term(g[i], ck * xa[i], w[i], &L->hp);
+                for (int i = 0; i < n_in; i++) g[i] = bimu_grad_term(g[i], ck * xa[i], w[i], &hp);
             }
             for (int i = 0; i < n_in && !nonzero; i++) nonzero = g[i] != 0;
         }
@@ -391,15 +427,24 @@ int bimu_learn(bimu_learner *L, const bimu_real *x, int y) {
         int anyc = 0;
         for (int t = 0; t < BIMU_K * n0; t++) anyc |= L->dz[t] != 0;
         for (int o = 0; anyc && o < n0 && !nonzero; o++) {
+#if !BIMU_KEEP_SAMPLES
             const bimu_real *lr = L->lam + (uint64_t)o * (uint64_t)D;
             uint32_t rlo, rhi;
             bimu_row_key(L->train_key, s, BIMU_N_PARAMS, (uint64_t)o * (uint64_t)D, &rlo, &rhi);
+#endif
             for (int i = 0; i < D && !nonzero; i++) {
-                const bimu_real b = bimu_b(lr[i]);
+                const uint64_t e = (uint64_t)o * (uint64_t)D + (uint64_t)i;
                 bimu_real g = 0;
+#if !BIMU_KEEP_SAMPLES
+                const bimu_real b = bimu_b_at(L, e);
+#endif
                 for (uint32_t k = 0; k < K; k++) {
+#if BIMU_KEEP_SAMPLES
+                    const bimu_real w = L->w0[e * K + k];
+#else
                     const bimu_real w = bimu_relaxed(lr[i], b, bimu_uniform32(bimu_hash32(rlo, rhi, (uint32_t)i * K + k)));
-                    g = bimu_grad_term(g, L->dz[k * n0 + o] * x[i], w, &L->hp);
+#endif
+                    g = bimu_grad_term(g, L->dz[k * n0 + o] * x[i], w, &hp);
                 }
                 nonzero = g != 0;
             }
@@ -411,6 +456,9 @@ int bimu_learn(bimu_learner *L, const bimu_real *x, int y) {
             const uint64_t e0 = bimu_poff(l), n = (uint64_t)bimu_sizes[l] * (uint64_t)bimu_sizes[l + 1];
             const uint64_t g0 = e0 - bimu_poff(1);
             for (uint64_t e = 0; e < n; e++) bimu_update(L, e0 + e, L->g_upper[g0 + e]);
+#if BIMU_STORE_PLANES
+            for (int o = 0; o < bimu_sizes[l + 1]; o++) bimu_row_sync(L, l, o);
+#endif
         }
         for (int o = 0; o < n0; o++) {
             const uint64_t e0 = (uint64_t)o * (uint64_t)D;
@@ -420,18 +468,25 @@ int bimu_learn(bimu_learner *L, const bimu_real *x, int y) {
             for (uint32_t k = 0; k < K; k++) c[k] = L->dz[k * n0 + o];
             for (int i = 0; i < D; i++) {
                 const bimu_real lo = L->lam[e0 + i];
-                const bimu_real b = bimu_b(lo);
+                const bimu_real b = bimu_b_at(L, e0 + (uint64_t)i);
                 bimu_real g = 0;
                 for (uint32_t k = 0; k < K; k++) {
+#if BIMU_KEEP_SAMPLES
+                    const bimu_real w = L->w0[(e0 + (uint64_t)i) * K + k];
+#else
                     const bimu_real w = bimu_relaxed(lo, b, bimu_uniform32(bimu_hash32(rlo, rhi, (uint32_t)i * K + k)));
-                    g = bimu_grad_term(g, c[k] * x[i], w, &L->hp);
+#endif
+                    g = bimu_grad_term(g, c[k] * x[i], w, &hp);
                 }
 #if BIMU_BAYESBINN
-                L->lam[e0 + i] = bimu_bayesbinn_step(lo, g, b, &L->hp, L->prior[e0 + i]);
+                L->lam[e0 + i] = bimu_bayesbinn_step(lo, g, b, &hp, L->prior[e0 + i]);
 #else
-                L->lam[e0 + i] = bimu_bimu_step(lo, g, b, &L->hp, 1);
+                L->lam[e0 + i] = bimu_bimu_step(lo, g, b, &hp, 1);
 #endif
             }
+#if BIMU_STORE_PLANES
+            bimu_row_sync(L, 0, o);
+#endif
         }
     }
     L->train_step = s + 1;
@@ -443,30 +498,117 @@ int bimu_learn(bimu_learner *L, const bimu_real *x, int y) {
 
 /* ------------------------------------------------------------------ hard samples (bimu.engine.planes) */
 /* The hard-sample test u (1 + b) < thr of the 23-bit integer m (planes._passes). */
-static int bimu_passes(int32_t m, bimu_real ob, bimu_real thr) {
+static inline int bimu_passes(int32_t m, bimu_real ob, bimu_real thr) {
     const bimu_real u = (bimu_real)(2 * m + 1) * (bimu_real)(1.0 / 16777216.0);
     return u * ob < thr;
 }
 
-int32_t bimu_threshold(bimu_real lam) {
+/* T of a parameter whose b = exp(-2 |lam|) is known. m passes iff m + 1/2 < r = 2^23 thr / (1 + b)
+ * (exactly: (2 m + 1) 2^-24 (1 + b) < thr), so T = ceil(r - 1/2): the guess rounds r to the nearest
+ * integer, and the two loops, which evaluate the test exactly as the engine does, move it to the first
+ * m that fails (usually one test each way). */
+static inline int32_t bimu_threshold_b(bimu_real lam, bimu_real b) {
     const bimu_real one = 1;
-    const bimu_real b = bimu_b(lam);
     const bimu_real thr = lam >= 0 ? one : b;
     const bimu_real ob = one + b;
-    double guess = floor((double)(thr / ob) * (double)BIMU_TOP);
-    int32_t t = guess < 0 ? 0 : guess > BIMU_TOP ? BIMU_TOP : (int32_t)guess;
+    const bimu_real q = thr / ob * (bimu_real)BIMU_TOP + (bimu_real)0.5;
+    int32_t t = q > 0 ? (q < (bimu_real)BIMU_TOP ? (int32_t)q : BIMU_TOP) : 0;
     while (t > 0 && !bimu_passes(t - 1, ob, thr)) t--;
     while (t < BIMU_TOP && bimu_passes(t, ob, thr)) t++;
     return t;
 }
 
-/* The 24 planes of one word (n <= 32 lanes): bit i of tp[j] is bit 23 - j of lane i's T. */
+int32_t bimu_threshold(bimu_real lam) { return bimu_threshold_b(lam, bimu_b(lam)); }
+
+/* One block swap of the transpose: bits of a[i] under ~m <-> bits of a[k] under m << j. */
+#define BIMU_SWAP(i, k, j, m)                                  \
+    do {                                                       \
+        const uint32_t x_ = (a[i] ^ (a[k] >> (j))) & (m);     \
+        a[i] ^= x_;                                            \
+        a[k] ^= x_ << (j);                                     \
+    } while (0)
+
+/* The 24 planes tp[0..23] of one word from a[31 - i] = T of lane i (0 in unused lanes): bit i of tp[j]
+ * is bit 23 - j of lane i's T. A 32 x 32 bit transpose in place (five rounds of block swaps, Hacker's
+ * Delight 7-3), unrolled so that every shift and mask is a constant; rows 0-7 (bits 24-31 of T, always
+ * 0) are not finished, which drops 12 of the 80 swaps. */
+#define BIMU_SW4(b, j, m) BIMU_SWAP(b, b + j, j, m); BIMU_SWAP(b + 1, b + 1 + j, j, m); \
+    BIMU_SWAP(b + 2, b + 2 + j, j, m); BIMU_SWAP(b + 3, b + 3 + j, j, m)
+static void bimu_transpose_planes(uint32_t *a, uint32_t *tp) {
+    BIMU_SW4(0, 16, 0x0000FFFFu); BIMU_SW4(4, 16, 0x0000FFFFu);
+    BIMU_SW4(8, 16, 0x0000FFFFu); BIMU_SW4(12, 16, 0x0000FFFFu);
+    BIMU_SW4(0, 8, 0x00FF00FFu); BIMU_SW4(4, 8, 0x00FF00FFu);
+    BIMU_SW4(16, 8, 0x00FF00FFu); BIMU_SW4(20, 8, 0x00FF00FFu);
+    BIMU_SW4(8, 4, 0x0F0F0F0Fu); BIMU_SW4(16, 4, 0x0F0F0F0Fu); BIMU_SW4(24, 4, 0x0F0F0F0Fu);
+    BIMU_SWAP(8, 10, 2, 0x33333333u); BIMU_SWAP(9, 11, 2, 0x33333333u);
+    BIMU_SWAP(12, 14, 2, 0x33333333u); BIMU_SWAP(13, 15, 2, 0x33333333u);
+    BIMU_SWAP(16, 18, 2, 0x33333333u); BIMU_SWAP(17, 19, 2, 0x33333333u);
+    BIMU_SWAP(20, 22, 2, 0x33333333u); BIMU_SWAP(21, 23, 2, 0x33333333u);
+    BIMU_SWAP(24, 26, 2, 0x33333333u); BIMU_SWAP(25, 27, 2, 0x33333333u);
+    BIMU_SWAP(28, 30, 2, 0x33333333u); BIMU_SWAP(29, 31, 2, 0x33333333u);
+    /* the last round writes the planes: tp[j] = a[8 + j] */
+#define BIMU_OUT(i)                                                  \
+    do {                                                             \
+        const uint32_t x_ = (a[i] ^ (a[i + 1] >> 1)) & 0x55555555u;  \
+        tp[(i) - 8] = a[i] ^ x_;                                     \
+        tp[(i) - 7] = a[i + 1] ^ (x_ << 1);                          \
+    } while (0)
+    BIMU_OUT(8); BIMU_OUT(10); BIMU_OUT(12); BIMU_OUT(14); BIMU_OUT(16); BIMU_OUT(18);
+    BIMU_OUT(20); BIMU_OUT(22); BIMU_OUT(24); BIMU_OUT(26); BIMU_OUT(28); BIMU_OUT(30);
+#undef BIMU_OUT
+}
+#undef BIMU_SW4
+#undef BIMU_SWAP
+
+/* The 24 planes of one word (n <= 32 lanes) from lambda. */
 static void bimu_word_planes(const bimu_real *lam, int n, uint32_t *tp) {
-    for (int j = 0; j < BIMU_PLANES; j++) tp[j] = 0;
-    for (int i = 0; i < n; i++) {
-        const uint32_t t = (uint32_t)bimu_threshold(lam[i]);
-        for (int j = 0; j < BIMU_PLANES; j++) tp[j] |= ((t >> (23 - j)) & 1u) << i;
+    uint32_t a[32];
+    int i;
+    for (i = 0; i < n; i++) a[31 - i] = (uint32_t)bimu_threshold(lam[i]);
+    for (; i < 32; i++) a[31 - i] = 0;
+    bimu_transpose_planes(a, tp);
+}
+
+
+/* ------------------------------------------------------------------ stored b and planes */
+#if BIMU_STORE_PLANES
+static int bimu_row_words(int n) { return (n + 31) / 32; }
+
+/* The first plane word of row o of layer l (rows of every layer one after another). */
+static uint64_t bimu_plane_off(int l, int o) {
+    uint64_t w = 0;
+    for (int j = 0; j < l; j++) w += (uint64_t)bimu_sizes[j + 1] * (uint64_t)bimu_row_words(bimu_sizes[j]);
+    return w + (uint64_t)o * (uint64_t)bimu_row_words(bimu_sizes[l]);
+}
+
+static void bimu_row_sync(bimu_learner *L, int l, int o) {
+    const int n = bimu_sizes[l];
+    const uint64_t e0 = bimu_poff(l) + (uint64_t)o * (uint64_t)n;
+    uint32_t *tp = L->planes + bimu_plane_off(l, o) * BIMU_PLANES;
+    for (int w = 0; 32 * w < n; w++) { /* b and T of each lane, then the word's planes */
+        const int m = n - 32 * w < 32 ? n - 32 * w : 32;
+        const bimu_real *lam = L->lam + e0 + 32 * w;
+        bimu_real *bq = L->bq + e0 + 32 * w;
+        uint32_t a[32];
+        int i;
+        for (i = 0; i < m; i++) {
+            const bimu_real b = bimu_b(lam[i]);
+            bq[i] = b;
+            a[31 - i] = (uint32_t)bimu_threshold_b(lam[i], b);
+        }
+        for (; i < 32; i++) a[31 - i] = 0;
+        bimu_transpose_planes(a, tp + w * BIMU_PLANES);
     }
+}
+#endif
+
+void bimu_sync(bimu_learner *L) {
+#if BIMU_STORE_PLANES
+    for (int l = 0; l < BIMU_N_LAYERS; l++)
+        for (int o = 0; o < bimu_sizes[l + 1]; o++) bimu_row_sync(L, l, o);
+#else
+    (void)L;
+#endif
 }
 
 /* Word w of a row's hard sample from its planes (planes._sample_lanes): lane i of plane j's random
@@ -491,6 +633,19 @@ void bimu_sample_row_bits(const bimu_real *lam, int n, uint32_t rlo, uint32_t rh
 }
 
 /* ------------------------------------------------------------------ query forward (bimu.engine.query) */
+#if !BIMU_QUERY_DOT8
+/* Index of the lowest set bit of v != 0. */
+static int bimu_ctz(uint32_t v) {
+#if defined(__GNUC__) || defined(__clang__)
+    return __builtin_ctz(v);
+#else
+    int n = 0;
+    while (!(v & 1u)) { v >>= 1; n++; }
+    return n;
+#endif
+}
+#endif
+
 void bimu_logits(bimu_learner *L, const bimu_real *x, uint64_t key, int K, bimu_real *logits) {
     const uint64_t ukey = bimu_mix64(key ^ BIMU_QUERY_SALT);
     const double eps = (double)L->hp.ln_eps, gate = (double)L->hp.gate;
@@ -500,39 +655,84 @@ void bimu_logits(bimu_learner *L, const bimu_real *x, uint64_t key, int K, bimu_
     double rs;
     for (int l = 0; l < BIMU_N_LAYERS; l++) {
         const int n_in = bimu_sizes[l], n_out = bimu_sizes[l + 1];
-        const int nb = n_in & ~7;
         const int hidden = l < BIMU_N_LAYERS - 1;
+#if BIMU_QUERY_DOT8
+        const int nb = n_in & ~7;
+#else
+        bimu_real total[BIMU_QUERY_K]; /* sum of each sample's layer input: x . w = 2 (sum over +1) - total */
+        for (int k = 0; k < K; k++) { /* the first layer's input is the same for every sample */
+            const bimu_real *src = l == 0 ? x : L->q_cur + k * n_in;
+            bimu_real t = 0;
+            if (l == 0 && k > 0) {
+                total[k] = total[0];
+                continue;
+            }
+            for (int i = 0; i < n_in; i++) t = t + src[i];
+            total[k] = t;
+        }
+#endif
         for (int o = 0; o < n_out; o++) {
+            uint32_t rlo[BIMU_QUERY_K], rhi[BIMU_QUERY_K];
+#if BIMU_STORE_PLANES
+            const uint32_t *row_planes = L->planes + bimu_plane_off(l, o) * BIMU_PLANES;
+#else
             const bimu_real *lr = L->lam + e_l + (uint64_t)o * (uint64_t)n_in;
-            uint32_t rlo[BIMU_QUERY_K], rhi[BIMU_QUERY_K], tail[BIMU_QUERY_K];
+            uint32_t tp_buf[BIMU_PLANES];
+#endif
+#if BIMU_QUERY_DOT8
+            uint32_t tail[BIMU_QUERY_K];
             bimu_real acc[BIMU_QUERY_K][8];
-            uint32_t tp[BIMU_PLANES];
             memset(acc, 0, sizeof acc);
+#else
+            bimu_real plus[BIMU_QUERY_K];
+#endif
             for (int k = 0; k < K; k++) {
                 const uint64_t rk = bimu_hash64(ukey, (g + (uint64_t)o) * (uint64_t)K + (uint64_t)k);
                 rlo[k] = (uint32_t)(rk & 0xFFFFFFFFu);
                 rhi[k] = (uint32_t)(rk >> 32);
+#if BIMU_QUERY_DOT8
                 tail[k] = 0;
+#else
+                plus[k] = 0;
+#endif
             }
             for (int w = 0; 32 * w < n_in; w++) {
                 const int m = n_in - 32 * w < 32 ? n_in - 32 * w : 32;
                 const uint32_t valid = m == 32 ? 0xFFFFFFFFu : ((1u << m) - 1u);
-                bimu_word_planes(lr + 32 * w, m, tp);
+#if BIMU_STORE_PLANES
+                const uint32_t *tp = row_planes + w * BIMU_PLANES;
+#else
+                const uint32_t *tp = tp_buf;
+                bimu_word_planes(lr + 32 * w, m, tp_buf);
+#endif
                 for (int k = 0; k < K; k++) {
-                    const uint32_t bits = bimu_draw_word(tp, valid, rlo[k], rhi[k], (uint32_t)w);
-                    const bimu_real *src = l == 0 ? x : L->q_cur + k * n_in;
+                    uint32_t bits = bimu_draw_word(tp, valid, rlo[k], rhi[k], (uint32_t)w);
+                    const bimu_real *src = (l == 0 ? x : L->q_cur + k * n_in) + 32 * w;
+#if BIMU_QUERY_DOT8
                     for (int i = 0; i < m; i++) {
                         const int c = 32 * w + i;
                         if (c >= nb) { tail[k] = bits; break; }
-                        acc[k][c & 7] = acc[k][c & 7] + (((bits >> i) & 1u) ? src[c] : -src[c]);
+                        acc[k][c & 7] = acc[k][c & 7] + (((bits >> i) & 1u) ? src[i] : -src[i]);
                     }
+#else
+                    bimu_real p = plus[k];
+                    while (bits) {
+                        p = p + src[bimu_ctz(bits)];
+                        bits &= bits - 1u;
+                    }
+                    plus[k] = p;
+#endif
                 }
             }
             for (int k = 0; k < K; k++) {
+#if BIMU_QUERY_DOT8
                 const bimu_real *src = l == 0 ? x : L->q_cur + k * n_in;
                 bimu_real t = bimu_lanes(acc[k]);
                 for (int c = nb; c < n_in; c++) t = t + (((tail[k] >> (c & 31)) & 1u) ? src[c] : -src[c]);
                 L->q_nxt[k * n_out + o] = t;
+#else
+                L->q_nxt[k * n_out + o] = (bimu_real)2 * plus[k] - total[k];
+#endif
             }
         }
         g += (uint64_t)n_out;
@@ -545,6 +745,7 @@ void bimu_logits(bimu_learner *L, const bimu_real *x, uint64_t key, int K, bimu_
                 for (int o = 0; o < n_out; o++) L->q_cur[base + o] = L->q_nxt[base + o];
         }
     }
+    (void)e_l;
     for (int t = 0; t < K * C; t++) logits[t] = L->q_cur[t];
 }
 
@@ -628,6 +829,7 @@ void bimu_init(bimu_learner *L, const bimu_real *lam, const bimu_hparams *hp, ui
     L->train_step = train_step;
     L->query_k = BIMU_QUERY_K;
     L->query_need = 1;
+    bimu_sync(L);
 }
 
 void bimu_set_query(bimu_learner *L, int k, int need) {

@@ -174,5 +174,6 @@ int bimu_state_load(bimu_learner *L, const unsigned char *buf, unsigned long n) 
     for (long i = 0; i < BIMU_N_PARAMS; i++)
         L->prior[i] = in_real(buf + BIMU_STATE_HEADER_BYTES + (unsigned long)(BIMU_N_PARAMS + i) * rb);
 #endif
+    bimu_sync(L);
     return 0;
 }
