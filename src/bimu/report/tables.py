@@ -131,8 +131,8 @@ def _filled_hparams(method: str, hparams: Mapping[str, Any]) -> dict[str, Any]:
 def run_configuration(config: Mapping[str, Any]) -> dict[str, Any]:
     """What determines a run's results, from its ``config.json``: the keys, dotted where nested
     (``resolved.hparams.lr``), and their values, less :data:`REPORT_IGNORED_KEYS` (and the keys nested
-    in them); an own-data run's
-    fingerprint as :data:`DATA_KEY`. Runs with equal configurations (and benchmark, method, hidden
+    in them); an own-data run's fingerprint as :data:`DATA_KEY`; a hyperparameter the run predates at
+    the value it had before it existed. Runs with equal configurations (and benchmark, method, hidden
     widths, active strategy) are seeds of one row of a report.
 
     >>> run_configuration({"benchmark": "npz", "out": "a", "threads": 2, "threshold": 0.2, "overrides": {"lr": "1"},
