@@ -51,24 +51,27 @@
  * Compile-time options (each 0 or 1; config_header writes them, -D overrides a hand-written config):
  *     BIMU_STORE_PLANES (default 1): the state keeps b = exp(-2 |lambda|) of every parameter (P reals)
  *         and the 24 threshold planes of every 32-weight word (BIMU_PLANE_WORDS x 24 uint32: 3 bytes
- *         per weight), set by bimu_init / bimu_sync and rebuilt for every updated row right after the
- *         update (one exp, one exact threshold and a 32 x 32 bit transpose per weight). A query then
- *         only draws (about 6 instructions per weight) and sums; training reads b instead of computing
- *         it. 0: b and the planes are derived from lambda on every use (the state is lambda + scratch;
- *         about 12x more instructions per MC sample). Whoever writes lam directly (not through
- *         bimu_learn / bimu_init / bimu_state_read) must call bimu_sync afterwards.
+ *         per weight), set by bimu_init / bimu_sync / bimu_state_read and rebuilt for every updated row
+ *         right after the update (one exp, one exact threshold per weight and a 32 x 32 bit transpose
+ *         per word). A query then only draws and sums; training reads b instead of computing it.
+ *         0: b and the planes are derived from lambda on every use (the state is lambda + scratch; a
+ *         query then costs a threshold and a transpose per weight more). Whoever writes lam directly
+ *         (not through bimu_learn / bimu_init / bimu_state_read) must call bimu_sync afterwards.
  *     BIMU_KEEP_SAMPLES (default 1): the first layer's K relaxed samples of the forward pass are kept
  *         (K x sizes[0] x sizes[1] reals) for the gradient and the update, instead of regenerated
  *         (a hash, a uniform and a division per weight and sample saved).
+ *     Neither option changes a bit of any result (tests/test_edge_clearner.py checks it).
  *     BIMU_QUERY_DOT8 (default 1 in the float64 build, 0 in float32): the query's pre-activations in
  *         dots.dot8's order (eight partial sums, then the tail), as the engine sums them. 0: as masked
  *         sums 2 (sum of x over the +1 weights) - (sum of x), the sum of x computed once per example
- *         and layer input and shared by all rows and samples (about 2.5 instructions per weight instead
- *         of 6). This changes the float32 rounding of the query logits: they then equal the engine's
- *         only to float32 rounding of a 512-term sum (|difference| <= about n 2^-24 sum |x|, measured
- *         below 1e-5 relative on the 512 -> 16 head), and a query decision whose logits tie to that
- *         precision can differ from the Python learner's. Define BIMU_QUERY_DOT8 1 for float32
- *         queries identical to the engine's (the float64 build always keeps dot8's order).
+ *         and layer input and shared by all rows and samples, the +1 weights visited by their bit
+ *         positions (cheaper: no sign selection per weight). This changes the float32 rounding of the
+ *         query logits: they then equal the engine's only to float32 rounding of the sums (checked
+ *         within 1e-4 on LayerNorm'd logits of a 512 -> 16 head), and a query decision whose logits
+ *         tie to that precision can differ from the Python learner's. Define BIMU_QUERY_DOT8 1 for
+ *         float32 queries identical to the engine's (the float64 build always keeps dot8's order).
+ * Instructions on an emulated Cortex-M7 (512 -> 16, float32, defaults; `bimu compute-cost --emulated`):
+ * one MC sample of a query 78,853, one BiMU training step (K = 1) 1,440,760.
  * The memory of the 8192 -> 19 head (155,648 weights): lambda 608 KB; +1.05 MB with BIMU_STORE_PLANES
  * (b 608 KB + planes 456 KB) and +608 KB per K with BIMU_KEEP_SAMPLES (float32). config_header turns
  * both off by default for networks whose first layer has more than 65,536 weights (see
