@@ -10,7 +10,8 @@ MODULES = [
     "bimu.optim.bayesbinn", "bimu.optim.mesu", "bimu.optim.metaplastic_adam", "bimu.optim._checks",
     "bimu.regularizers", "bimu.regularizers.quadratic", "bimu.regularizers.ewc", "bimu.regularizers.si",
     "bimu.methods.bayesbinn", "bimu.methods.synaptic_metaplasticity", "bimu.methods.ste", "bimu.methods.mesu",
-    "bimu.methods.ewc_online", "bimu.methods.si", "bimu.methods.sgd", "bimu.methods.footprint",
+    "bimu.methods.ewc_online", "bimu.methods.si", "bimu.methods.sgd", "bimu.methods.replay",
+    "bimu.methods.footprint",
 ]
 
 

@@ -18,9 +18,10 @@ from bimu.rundir import RunDir
 
 SIZES = [6, 5, 3]
 HUGE = 3e38  # finite in float32; a forward pass through it overflows
-STAYS_FINITE = ("ste", "sgd")
-"""Methods that stay finite on HUGE inputs (sign activations; one ReLU step that shrinks the weights; EWC
-and SI overflow in their penalty's accumulators)."""
+STAYS_FINITE = ("ste", "sgd", "replay")
+"""Methods that stay finite on HUGE inputs (sign activations; one ReLU step that shrinks the weights, which
+replay takes on the same example and its stored copies; EWC and SI overflow in their penalty's
+accumulators)."""
 
 
 def _batch(n=1, scale=1.0):

@@ -36,6 +36,7 @@ TOY_HPARAMS = {
     "ewc-online": dict(lr=0.05),
     "si": dict(lr=0.05),
     "sgd": dict(lr=0.05),
+    "replay": dict(lr=0.05, buffer_size=16, replay_batch_size=4),  # full after 16 examples: reservoir draws
 }
 
 
@@ -84,7 +85,7 @@ def flat_tensors(obj):
 
 def test_every_registered_name_is_covered():
     assert set(TOY_HPARAMS) >= set(METHODS), "add toy hyperparameters for a new method"
-    for name in ("bimu", "bayesbinn", "synaptic-metaplasticity", "ste", "mesu", "ewc-online", "si", "sgd"):
+    for name in ("bimu", "bayesbinn", "synaptic-metaplasticity", "ste", "mesu", "ewc-online", "si", "sgd", "replay"):
         assert name in METHODS
 
 

@@ -152,3 +152,29 @@ def test_no_gap_explanation_is_written_twice_on_the_published_page():
     counts = {t[:60]: text.count(t) for t in paragraphs}
     assert all(n <= 1 for n in counts.values()), {k: n for k, n in counts.items() if n > 1}
     assert any(n == 1 for n in counts.values())  # the page does explain its gaps
+
+
+def test_the_gap_notes_name_run_folders_that_exist():
+    from bimu.reproduce.check import gap_note_paths, missing_gap_runs
+
+    assert ("ste-table1.md", "results/probes/ste-one-task") in gap_note_paths()
+    assert missing_gap_runs(REPO / "docs" / "results.md") == []
+
+
+def test_check_fails_on_a_gap_note_naming_a_missing_run_folder(small_page, tmp_path, monkeypatch, capsys):
+    from bimu.reproduce import check
+
+    root = _copy(small_page, tmp_path)
+    page = _build(root, monkeypatch)
+    notes = tmp_path / "gaps"
+    notes.mkdir()
+    (notes / "probe-gone.md").write_text("explains:\n- memory-window bimu-N700 acc\n\nTried (bimu run pmnist --out "
+                                         "results/probes/no-such-probe, its runs committed there).\n")
+    (notes / "probe-kept.md").write_text("explains:\n- memory-window bimu-N100 acc\n\nIts runs are in "
+                                         "results/small/runs/quick/memory-window.\n")  # under the page's root
+    monkeypatch.setattr(check, "gap_notes_dir", lambda: notes)
+    capsys.readouterr()
+    assert main(["report", "--check", str(page)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[:2] == [f"{page}: 1 difference from the run files:",
+                       "  gap note probe-gone.md names results/probes/no-such-probe, a run folder that does not exist"]

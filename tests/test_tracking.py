@@ -66,6 +66,8 @@ def test_csv_sink_writes_one_row_per_task_and_keeps_rows_across_resume(tmp_path)
     with open(rd.file("metrics.csv"), newline="") as f:
         rows = list(csv.DictReader(f))
     assert [int(float(r["task"])) for r in rows] == [0, 1, 2]
+    assert [int(float(r["task_number"])) for r in rows] == [1, 2, 3]  # the console's and the plots' numbering
+    assert list(rows[0])[:2] == ["task", "task_number"]
     assert rows[2]["acc_task_1"] != "" and rows[1]["acc_task_1"] == ""  # the final evaluation covers all tasks
     metrics = rd.read_metrics()
     for row, m in zip(rows, metrics):
@@ -113,3 +115,35 @@ def test_mlflow_sink_logs_the_task_metrics(tmp_path, monkeypatch):
                                                     (2, pytest.approx(res["R"][1, 1]))]
     final = client.get_metric_history(runs[0].info.run_id, "summary.final_mean_acc")
     assert [(m.step, m.value) for m in final] == [(2, pytest.approx(res["summary"]["final_mean_acc"]))]
+
+
+def test_mlflow_sink_logs_the_runs_parameters_and_says_where_its_store_is(tmp_path, monkeypatch, capfd):
+    mlflow = pytest.importorskip("mlflow")
+    store = tmp_path / "store" / "mlflow.db"
+    store.parent.mkdir()
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{store}")
+    cfg = RunConfig.from_dict(dict(benchmark="fake-test", tasks=2, seeds=[0], out=str(tmp_path / "runs"),
+                                   engine="torch", log_to=["mlflow"], overrides={"memory_window": 500}))
+    res, code = run_experiment(cfg, progress=False, log=lambda s: None)
+    assert code == 0
+    err = capfd.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("mlflow: ")]
+    assert len(lines) == 1 and str(store) in lines[0], err
+    client = mlflow.tracking.MlflowClient()
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    params = runs[0].data.params
+    assert params["method"] == "bimu" and params["benchmark"] == "fake-test" and params["tasks"] == "2"
+    assert float(params["resolved.hparams.memory_window"]) == 500 and params["resolved.engine"] == "torch"
+    assert params["resolved.preset"] == str(res[0]["summary"]["preset"])
+
+    import bimu  # fit_stream sends to the same sinks
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(40, 4)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.int64)
+    bimu.fit_stream((x[:30], y[:30]), (x[30:], y[30:]), method="sgd", hidden=[4], engine="torch", log_to="mlflow")
+    assert str(store) in capfd.readouterr().err
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    fitted = [r for r in runs if r.data.params.get("method") == "sgd"]
+    assert len(fitted) == 1 and fitted[0].data.params["resolved.sizes"] == "[4, 4, 2]"
+    assert [m.step for m in client.get_metric_history(fitted[0].info.run_id, "acc")] == [1]

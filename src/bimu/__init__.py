@@ -48,3 +48,8 @@ def __getattr__(name):
 
         return fit_stream
     raise AttributeError(f"module 'bimu' has no attribute {name!r}")
+
+
+def __dir__():
+    # the lazy names too, so that dir(bimu) and tab completion show them
+    return sorted({*globals(), *__all__})

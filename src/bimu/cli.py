@@ -28,6 +28,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "bimu.tune.cli",
     "bimu.experiments.status",
     "bimu.experiments.evaluate",
+    "bimu.experiments.warmup",
 )
 """Modules contributing subcommands (each exposes ``add_parser(subparsers)``)."""
 
@@ -330,6 +331,14 @@ REPRODUCTIONS: dict[str, str] = {"compute-cost": "compute-cost", **dict.fromkeys
 ``"reproduce"`` for the entries of :data:`bimu.reproduce.entries.ENTRIES` (runs, then a report)."""
 
 
+def cmd_list(args) -> int:
+    """``bimu list``: methods, presets, benchmarks and reproductions, one section each."""
+    from bimu.experiments.catalogue import catalogue
+
+    print(catalogue({k: ENTRIES[k].title if k in ENTRIES else f"= bimu {v}" for k, v in REPRODUCTIONS.items()}))
+    return 0
+
+
 def cmd_reproduce(args) -> int:
     """``bimu reproduce NAME``: forward to the named command, or run the entry (:mod:`bimu.reproduce`)."""
     target = REPRODUCTIONS[args.name]
@@ -394,7 +403,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="a few-minute BiMU run on real MNIST (fetches MNIST if needed)",
                        description="BiMU on a few permuted-MNIST tasks with subsets: prints accuracy right after "
                                    "each task and at the end (plasticity kept), writes a figure.")
-    p.add_argument("--out", default="bimu-demo", help="output folder (default ./bimu-demo)")
+    p.add_argument("--out", default=None, help="output folder (default: bimu/demo in the user cache, printed)")
     p.add_argument("--tasks", type=int, default=4, help="tasks (default 4)")
     p.add_argument("--train-limit", type=int, default=10000, help="training examples per task (default 10000)")
     p.add_argument("--test-limit", type=int, default=2000, help="test examples per task (default 2000)")
@@ -425,6 +434,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     for mod in COMMAND_MODULES:
         importlib.import_module(mod).add_parser(sub)
+
+    p = sub.add_parser("list", help="list the methods, presets, benchmarks and reproductions",
+                       description="Print the registered methods (with the paper's names), each method's presets, "
+                                   "the benchmarks and the bimu reproduce entries, one section each.")
+    p.set_defaults(func=cmd_list)
 
     r = sub.add_parser("reproduce", help="regenerate a table or figure of the paper",
                        description="Regenerate one of the paper's tables or figures. Available: "

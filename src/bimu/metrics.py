@@ -22,6 +22,28 @@ import numpy as np
 
 MMRR_EPS = 1e-5
 """The epsilon of the reference implementation's MMRR."""
+MMRR_CAP_TEXT = "1e5 (cap)"
+"""How reports print an MMRR at its cap ``1 / MMRR_EPS`` (the last task ends at the best accuracy of the
+matrix, where the number ranks nothing), as the reproduction tables do."""
+
+
+def mmrr_at_cap(value) -> bool:
+    """Whether an MMRR is at its cap ``1 / MMRR_EPS`` (to rounding).
+
+    >>> mmrr_at_cap(1 / MMRR_EPS), mmrr_at_cap(100000.0), mmrr_at_cap(139.47), mmrr_at_cap(None)
+    (True, True, False, False)
+    """
+    return isinstance(value, (int, float, np.floating)) and bool(np.isfinite(value)) \
+        and value >= (1 / MMRR_EPS) * (1 - 1e-9)
+
+
+def format_mmrr(value, digits: int = 2) -> str:
+    """An MMRR as reports print it: :data:`MMRR_CAP_TEXT` at its cap, else the number.
+
+    >>> format_mmrr(100000.0), format_mmrr(20.0), format_mmrr(float("nan"))
+    ('1e5 (cap)', '20.00', 'nan')
+    """
+    return MMRR_CAP_TEXT if mmrr_at_cap(value) else f"{value:.{digits}f}"
 
 
 def _matrix(R) -> np.ndarray:

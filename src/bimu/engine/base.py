@@ -18,6 +18,7 @@ import numba
 import numpy as np
 import torch
 
+from bimu.engine.notice import compile_notice
 from bimu.engine.scores import scores_from_logits
 from bimu.methods.base import OnlineMethod, check_labels
 from bimu.rng import EVAL_STREAM, TRAIN_STREAM, derive_key
@@ -106,7 +107,8 @@ class FusedMethod(OnlineMethod):
         xn, yn = self._as_inputs(x, y)
         if xn.shape[0] == 0:
             raise ValueError("cannot learn from an empty batch")
-        self._run(xn, yn, 1, xn.shape[0])
+        with compile_notice("train", "the training kernel"):
+            self._run(xn, yn, 1, xn.shape[0])
         self.check_finite()
         self.examples_seen += int(xn.shape[0])  # as the torch methods: examples, not steps
         self.updates_applied += 1
@@ -119,7 +121,8 @@ class FusedMethod(OnlineMethod):
         n = xn.shape[0]
         if n == 0:
             return
-        self._run(xn, yn, n, 1)
+        with compile_notice("train", "the training kernel"):
+            self._run(xn, yn, n, 1)
         self.check_finite()
         self.examples_seen += n
         self.updates_applied += n
@@ -148,7 +151,8 @@ class FusedMethod(OnlineMethod):
         else:
             key, draw = derive_key(int(torch.randint(0, 2**62, (1,), generator=generator)), EVAL_STREAM), 0
         self._set_threads()
-        return self._logits_np(xn, n, key, draw)
+        with compile_notice("eval", "the evaluation kernels"):
+            return self._logits_np(xn, n, key, draw)
 
     def _predict_logits(self, x: torch.Tensor, n_samples: int, generator: torch.Generator) -> torch.Tensor:
         return torch.from_numpy(self._logits(x, n_samples, generator))

@@ -230,6 +230,7 @@ class RunConfig:
             if check is not None and not check[0](value):
                 raise ValueError(f"config {f.name!r} must be {check[1]}, got {raw!r}")
             object.__setattr__(self, f.name, value)
+        object.__setattr__(self, "method", method_name(self.method))
         # bimu run FILE.npz / bimu run FOLDER: the registered 'npz' / 'image-folder' benchmark on that path
         own = (("file", "npz") if self.benchmark.lower().endswith(".npz")
                else ("folder", "image-folder") if _is_image_folder(self.benchmark) else None)
@@ -329,7 +330,8 @@ class RunConfig:
         try:
             get_method(self.method)
         except ValueError as e:
-            raise ValueError(f"config 'method': {e}") from None
+            raise ValueError(f"config 'method': {e} (in any letter case, or as the paper names them: "
+                             f"{', '.join(sorted(_paper_names()))})") from None
         self.resolve_hparams()
         if self.active is None and (self.threshold is not None or self.budget is not None):
             raise ValueError("config 'threshold' / 'budget' need an active strategy ('active')")
@@ -341,6 +343,31 @@ class RunConfig:
         for k in NON_SEMANTIC_KEYS:
             d.pop(k, None)
         return d
+
+
+def _paper_names() -> dict[str, str]:
+    """The paper's names of the methods (its tables' and its text's) -> registered name."""
+    from bimu.paper import METHOD_FULL_NAMES, METHOD_NAMES
+
+    return {v: k for names in (METHOD_NAMES, METHOD_FULL_NAMES) for k, v in names.items()}
+
+
+def method_name(name: str) -> str:
+    """The registered name of a method written in any letter case or as the paper names it (``BiMU``,
+    ``Online EWC``, ``Syn. Meta.``); other names unchanged (the registry then says whether they exist).
+
+    >>> method_name("BiMU"), method_name("Online EWC"), method_name("syn. meta."), method_name("bimu")
+    ('bimu', 'ewc-online', 'synaptic-metaplasticity', 'bimu')
+    """
+    key = name.strip().lower()
+    paper = {k.lower(): v for k, v in _paper_names().items()}
+    if key in paper:
+        return paper[key]
+    if name == key:
+        return name
+    from bimu.methods import available_methods  # only for a name in capitals: the registry imports torch
+
+    return next((m for m in available_methods() if m.lower() == key), name)
 
 
 def _expected(t) -> str:

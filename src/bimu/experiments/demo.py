@@ -3,7 +3,8 @@
 It resolves the data directory, fetches MNIST and Fashion-MNIST there if they are missing (offline
 routes included), trains BiMU online on ``tasks`` permutations of ``train_limit`` examples each,
 prints the accuracy on each task right after training and after the whole stream (plasticity: every
-new task is still learned), and writes a figure.
+new task is still learned), and writes a figure. Its run directory and figure go to ``out``, by default
+:func:`default_out` (in the user cache, not the working directory); the first line printed names the folder.
 """
 
 from __future__ import annotations
@@ -31,9 +32,17 @@ def ensure_data(data_dir=None, log=print) -> bool:
     return True
 
 
-def run_demo(out: str = "bimu-demo", tasks: int = 4, train_limit: int = 10000, test_limit: int = 2000,
+def default_out() -> Path:
+    """Where the demo writes by default: ``bimu/demo`` in the per-user cache (beside the data cache of
+    :func:`bimu.data.paths.user_cache_dir`)."""
+    from bimu.data.paths import user_cache_dir
+
+    return user_cache_dir().parent / "demo"
+
+
+def run_demo(out: str | None = None, tasks: int = 4, train_limit: int = 10000, test_limit: int = 2000,
              data_dir=None, engine: str = "auto", progress=None, seed: int = 0) -> int:
-    """Run the demo; returns the exit code."""
+    """Run the demo into ``out`` (default :func:`default_out`); returns the exit code."""
     from bimu.experiments.config import RunConfig
     from bimu.experiments.runner import run_experiment
     from bimu.report import plot_accuracy_per_task
@@ -42,12 +51,14 @@ def run_demo(out: str = "bimu-demo", tasks: int = 4, train_limit: int = 10000, t
     def log(s):
         print(s, file=sys.stderr, flush=True)
 
+    out = Path(out).expanduser().resolve() if out is not None else default_out()
+    print(f"bimu demo: writing the run and its figure into {out} (--out to change it)", flush=True)
     has_ood = ensure_data(data_dir, log)
     config = RunConfig.from_dict(dict(benchmark="pmnist", method="bimu", tasks=tasks, seeds=[seed], hidden=[100],
                                       train_limit=train_limit, test_limit=test_limit, eval_final="all",
                                       ood=has_ood, out=str(out), data_dir=data_dir, engine=engine)).validate()
     print(f"BiMU demo: {tasks} permuted-MNIST tasks x {train_limit} examples, batch size 1, one pass per task, "
-          f"784-100-10 binary Bayesian MLP, paper preset pmnist-100; output in {out}")
+          f"784-100-10 binary Bayesian MLP, paper preset pmnist-100")
     t0 = time.perf_counter()
     results, code = run_experiment(config, progress=progress, log=log)
     if code != 0 or seed not in results:

@@ -77,8 +77,10 @@ def evaluate_run(path: str | Path, *, tasks: Sequence[str] = ("current",), optio
                  data_dir: str | None = None, chance: bool = False) -> dict[str, Any]:
     """Evaluate the model in seed directory ``path``'s checkpoint (see the module docstring).
 
-    Returns ``{"run_dir", "after_task", "options", "scores", "tasks": [{"task", "acc", "ood_auc"}],
-    "mean": {...}}`` with 0-based task indices and ``mean`` (with ``sd`` over tasks when there are two
+    Returns ``{"run_dir", "after_task", "after_task_number", "options", "scores", "tasks": [{"task",
+    "task_number", "acc", "ood_auc"}], "mean": {...}}``: ``task`` and ``after_task`` are 0-based indices (as
+    in ``metrics.jsonl``), ``task_number`` and ``after_task_number`` the same tasks from 1 (as printed, and
+    as ``--tasks`` takes them); ``mean`` (with ``sd`` over tasks when there are two
     or more) of the accuracy and of each score's AUC. Every input is checked before the model is loaded.
 
     With ``chance``, each task also gets ``chance``: the accuracy its predictions would have if they were
@@ -156,8 +158,9 @@ def evaluate_run(path: str | Path, *, tasks: Sequence[str] = ("current",), optio
                                        scores=wanted if s_out else (), predictions=preds)
         auc = {s: metrics.roc_auc(s_in[s], s_out[s]) for s in wanted} if s_out else None
         level = chance_level(*preds, bench.n_classes) if chance else {}
-        rows.append({"task": j, "acc": acc, "ood_auc": auc, **level})
-    return {"run_dir": str(rd.path), "after_task": current, "options": dict(options or {}), "scores": wanted,
+        rows.append({"task": j, "task_number": j + 1, "acc": acc, "ood_auc": auc, **level})
+    return {"run_dir": str(rd.path), "after_task": current, "after_task_number": current + 1,
+            "options": dict(options or {}), "scores": wanted,
             "eval_samples": eval_samples, "tasks": rows, "mean": _means(rows, wanted if s_out else [])}
 
 
@@ -267,6 +270,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--eval-samples", type=int, default=None,
                    help="Monte Carlo samples per prediction (default: the method's)")
     p.add_argument("--data-dir", default=None, help="data directory (default: the run's, else $BIMU_DATA_DIR)")
-    p.add_argument("--json", default=None, metavar="FILE", help="also write the results as JSON (atomically)")
+    p.add_argument("--json", default=None, metavar="FILE", help="also write the results as JSON (atomically; each task "
+                                                             "as task, 0-based, and task_number, from 1)")
     p.add_argument("--force", action="store_true", help="overwrite an existing --json file")
     p.set_defaults(func=cmd_evaluate)

@@ -41,7 +41,7 @@ import torch
 
 from bimu.data.own import OwnBenchmark, own_benchmark
 from bimu.experiments.config import RunConfig
-from bimu.experiments.runner import make_learner, make_method
+from bimu.experiments.runner import make_learner, make_method, resolved_config
 from bimu.experiments.stream import run_stream
 
 
@@ -58,6 +58,9 @@ class StreamResult:
         method: the trained method (``predict_proba``, ``state_dict``...).
         learner: the active learner in active mode, else ``None``.
         engine: ``"fused"`` or ``"torch"``.
+
+    :meth:`to_frame` gives the matrix, the task records or the summary as a pandas DataFrame; in a
+    notebook the result shows as a table (``_repr_html_``: the summary and the matrix in %).
     """
 
     accuracy: np.ndarray
@@ -66,6 +69,53 @@ class StreamResult:
     method: Any
     learner: Any = None
     engine: str = "torch"
+
+    def to_frame(self, what: str = "accuracy"):
+        """A pandas DataFrame (pandas must be installed) of ``what``:
+
+        - ``"accuracy"``: the accuracy matrix, one row per task trained (index ``trained``), one column per
+          task evaluated (``task``), fractions, NaN where not evaluated; 0-based task indices, so
+          ``frame.loc[i, j] == accuracy[i, j]``;
+        - ``"tasks"``: one row per task record (its numbers, flattened as in ``metrics.csv``: ``task``
+          0-based, ``task_number`` from 1, ``acc_task_J`` with J from 1);
+        - ``"summary"``: one row, the summary's numbers (``ood_auc.epistemic``, ``active.asked``...).
+        """
+        try:
+            import pandas as pd
+        except ModuleNotFoundError:
+            raise ModuleNotFoundError("StreamResult.to_frame needs pandas (pip install pandas)",
+                                      name="pandas") from None
+        from bimu.experiments.tracking import scalars
+
+        if what == "accuracy":
+            n = self.accuracy.shape[0]
+            return pd.DataFrame(self.accuracy, index=pd.RangeIndex(n, name="trained"),
+                                columns=pd.RangeIndex(self.accuracy.shape[1], name="task"))
+        if what == "tasks":
+            rows = [scalars(r) for r in self.records]
+            return pd.DataFrame([{"task": int(r.pop("task")), "task_number": int(rec["task"]) + 1, **r}
+                                 for r, rec in zip(rows, self.records)]).set_index("task")
+        if what == "summary":
+            return pd.DataFrame([scalars(self.summary)])
+        raise ValueError(f"to_frame: what is 'accuracy', 'tasks' or 'summary', got {what!r}")
+
+    def _repr_html_(self) -> str:
+        """The summary and the accuracy matrix (%) as HTML, for notebooks (tasks numbered from 1 here)."""
+        import html
+
+        def pct(v) -> str:
+            return "" if v is None or not np.isfinite(v) else f"{100 * v:.2f}"
+
+        s = self.summary
+        head = (f"<p><b>{html.escape(type(self.method).__name__)}</b> ({html.escape(self.engine)} engine), "
+                f"{s.get('n_tasks')} task(s): final mean accuracy {pct(s.get('final_mean_acc'))}%, "
+                f"last-{s.get('last_k')} {pct(s.get('last_k_acc'))}%, BWT {pct(s.get('bwt'))} points, "
+                f"{s.get('steps_per_s', float('nan')):.0f} steps/s</p>")
+        n = self.accuracy.shape[1]
+        rows = ["<tr><th>after task</th>" + "".join(f"<th>task {j + 1}</th>" for j in range(n)) + "</tr>"]
+        for i, row in enumerate(self.accuracy):
+            rows.append(f"<tr><th>{i + 1}</th>" + "".join(f"<td>{pct(v)}</td>" for v in row) + "</tr>")
+        return head + "<table><caption>accuracy (%)</caption>" + "".join(rows) + "</table>"
 
 
 def _is_array(a) -> bool:
@@ -179,7 +229,8 @@ def fit_stream(train, test, method: str = "bimu", *, hidden: Sequence[int] = (10
                n_classes: int | None = None, active: str | None = None, threshold: float | None = None,
                budget: float | None = None, budget_exponent: float = 0.5, mc_samples: int = 10,
                batch_size: int = 1, eval_all_every: int = 1, eval_samples: int | None = None,
-               threads: int = 1, progress: bool = False, **overrides) -> StreamResult:
+               threads: int = 1, progress: bool = False, callbacks: Sequence = (), log_to: Sequence | str = (),
+               log_dir=None, **overrides) -> StreamResult:
     """Train ``method`` online on your stream, task after task, and evaluate it; see the module docs.
 
     ``hidden``: hidden widths (``[]``: a linear head). ``preset``: ``"auto"`` (the paper's Permuted-MNIST
@@ -189,17 +240,62 @@ def fit_stream(train, test, method: str = "bimu", *, hidden: Sequence[int] = (10
     ``"entropy"``, ``"random"``...) with ``threshold`` or ``budget``. ``eval_all_every``: evaluate
     every seen task every K tasks (1: the full accuracy matrix). ``x_ood``: OOD inputs for the OOD
     ROC-AUC of the uncertainty scores. The same arguments and seed give the same result.
+
+    ``threads``: torch's thread count while the stream runs (and the fused engine's), restored after it
+    (1 by default, as ``bimu run --threads``: one core per run; results do not depend on it).
+
+    ``callbacks``: objects with an ``on_step(info)`` and/or an ``on_task_end(info)`` method, called after
+    every step (info: ``task``, ``step``, ``global_step``, ``asked``, ``method``) and after every task is
+    learned and evaluated (info: ``task``, ``n_tasks``, ``record``, ``accuracy`` so far, ``method``);
+    :mod:`bimu.experiments.callbacks`. They do not change the results; an ``on_step`` makes the fused
+    engine learn one step per call (slower). Tasks are 0-based there, as in ``records``.
+
+    ``log_to``: the sinks of ``bimu run --log-to`` (``"csv"``, ``"tensorboard"``, ``"mlflow"``, as a list
+    or comma-separated; or :class:`~bimu.experiments.tracking.Sink` objects): ``csv`` writes
+    ``log_dir/metrics.csv`` and ``tensorboard`` ``log_dir/tensorboard/`` (both need ``log_dir``);
+    ``mlflow`` logs the run's configuration and metrics to MLflow's store and prints where it is.
     """
+    from bimu.experiments.callbacks import Callbacks
+
+    if isinstance(log_to, str):
+        log_to = [n.strip() for n in log_to.split(",") if n.strip()]
+    names = [s for s in log_to if isinstance(s, str)]
+    for n in names:
+        if n in ("csv", "tensorboard") and log_dir is None:
+            raise ValueError(f"log_to {n} writes its files into a folder: pass log_dir")
+    Callbacks(callbacks, None)  # a bad callback fails here, before anything runs
     config = RunConfig(benchmark="npz", method=method, hidden=tuple(hidden), seeds=(seed,), preset=preset,
                        overrides=overrides, engine=engine, threads=threads, active=active, threshold=threshold,
                        budget=budget, budget_exponent=budget_exponent, mc_samples=mc_samples,
-                       batch_size=batch_size, eval_all_every=eval_all_every, eval_samples=eval_samples).validate()
+                       batch_size=batch_size, eval_all_every=eval_all_every, eval_samples=eval_samples,
+                       log_to=tuple(names)).validate()
     bench = as_benchmark(train, test, task_train=task_train, task_test=task_test, x_ood=x_ood, n_classes=n_classes)
-    _, hparams, _ = config.resolve_hparams()
+    preset_key, hparams, note = config.resolve_hparams()
     sizes = [bench.n_features, *config.hidden_widths(), bench.n_classes]
-    model, used = make_method(config, sizes, seed, hparams)
-    learner = make_learner(model, config)
-    out = run_stream(bench, model, config.schedule, seed=seed, n_tasks=bench.n_tasks, learner=learner,
-                     progress=progress, batch_size=batch_size, eval_samples=eval_samples, ood=x_ood is not None)
+    before = torch.get_num_threads()
+    torch.set_num_threads(config.threads)  # as bimu run does; put back below
+    try:
+        model, used = make_method(config, sizes, seed, hparams)
+        learner = make_learner(model, config)
+        sinks = _sinks(names, log_dir, config, resolved_config(config, sizes, preset_key, hparams, note, used))
+        out = run_stream(bench, model, config.schedule, seed=seed, n_tasks=bench.n_tasks, learner=learner,
+                         progress=progress, batch_size=batch_size, eval_samples=eval_samples, ood=x_ood is not None,
+                         sinks=[*sinks, *(s for s in log_to if not isinstance(s, str))], callbacks=callbacks)
+    finally:
+        torch.set_num_threads(before)
     return StreamResult(accuracy=out["R"], summary=out["summary"], records=out["records"], method=model,
                         learner=learner, engine=used)
+
+
+def _sinks(names, log_dir, config: RunConfig, resolved) -> list:
+    """The sinks named in ``log_to`` (:func:`~bimu.experiments.tracking.make_sinks`) writing into ``log_dir``."""
+    from bimu.experiments.tracking import flat_params, make_sinks
+
+    if not names:
+        return []
+    if log_dir is not None:
+        from pathlib import Path
+
+        Path(log_dir).mkdir(parents=True, exist_ok=True)
+    return make_sinks(names, log_dir, run_name=f"fit_stream/{config.method}-seed-{config.seeds[0]}",
+                      params=flat_params(resolved))

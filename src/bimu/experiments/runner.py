@@ -172,6 +172,8 @@ def check_run_dir(rd: RunDir, resolved: Mapping[str, Any], hparams: Mapping[str,
 
 
 def _run_locked(config, seed, rd, bench, method, engine, learner, resolved, preset, progress, log, on_task_end):
+    from bimu.experiments.tracking import flat_params
+
     rd.write_json(CONFIG, resolved)
     rd.write_json(ENVIRONMENT, environment_info(seed, {"engine": engine, "threads": config.threads,
                                                        "resumed": rd.exists("checkpoint.pt")}))
@@ -180,7 +182,7 @@ def _run_locked(config, seed, rd, bench, method, engine, learner, resolved, pres
                         eval_batch_size=config.eval_batch_size, eval_samples=config.eval_samples,
                         ood=config.ood, ood_every=config.ood_every, ood_scores=config.ood_scores,
                         train_limit=config.train_limit, test_limit=config.test_limit, log=log,
-                        on_task_end=on_task_end, sinks=list(config.log_to))
+                        on_task_end=on_task_end, sinks=list(config.log_to), params=flat_params(resolved))
     summary = dict(result["summary"], seed=seed, method=config.method, benchmark=config.benchmark,
                    hidden=list(config.hidden_widths()), engine=engine, preset=preset)
     rd.write_json(SUMMARY, summary)

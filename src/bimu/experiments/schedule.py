@@ -19,6 +19,7 @@ After task ``t`` (0-based) the runner evaluates the current task always, plus:
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -76,3 +77,19 @@ class EvalSchedule:
         if t == n_tasks - 1:
             out.update(self.final_tasks(n_tasks))
         return sorted(out)
+
+
+def check_checkpoints(checkpoints: Sequence[int]) -> tuple[int, ...]:
+    """``checkpoints`` as sorted distinct integers; ValueError for one that is not a whole percent 0-99.
+
+    >>> check_checkpoints([50, 0, 25]), check_checkpoints(())
+    ((0, 25, 50), ())
+    >>> check_checkpoints([100])
+    Traceback (most recent call last):
+    ...
+    ValueError: checkpoints are whole percents of a task's examples, 0 to 99; got 100
+    """
+    for p in checkpoints:
+        if isinstance(p, bool) or int(p) != p or not 0 <= p <= 99:
+            raise ValueError(f"checkpoints are whole percents of a task's examples, 0 to 99; got {p!r}")
+    return tuple(sorted({int(p) for p in checkpoints}))

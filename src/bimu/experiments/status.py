@@ -182,8 +182,12 @@ def format_status(statuses: Sequence[dict[str, Any]], roots: Sequence[str | os.P
 
 
 def cmd_status(args) -> int:
-    """``bimu status PATH...``: print the table (or JSON with ``--json``); 2 if a path is missing."""
+    """``bimu status PATH...``: print the table (or JSON with ``--json``); 2 if a path is missing or a file."""
     try:
+        for path in args.paths:
+            if Path(path).is_file():
+                raise ValueError(f"{path} is a file; give run directories or folders holding them "
+                                 "(bimu run --out, bimu reproduce --out)")
         runs = find_run_dirs(args.paths)
         statuses = [seed_status(p) for p in runs]
     except (FileNotFoundError, ValueError) as e:

@@ -55,7 +55,7 @@ from bimu import metrics
 from bimu.experiments.progress import Progress
 from bimu.methods.divergence import DivergenceError
 from bimu.rundir import RunDir, RunDirRefused, full_checkpoint
-from bimu.experiments.schedule import EvalSchedule
+from bimu.experiments.schedule import EvalSchedule, check_checkpoints
 
 CHECKPOINT_FORMAT = 1
 """Version of the checkpoint a run directory holds (a checkpoint of another format is refused)."""
@@ -85,10 +85,11 @@ def stream_tasks(benchmark, method, *, seed: int, tasks: Iterable[int], learner=
                  batch_size: int = 1, train_limit: int | None = None,
                  transform: Callable[[torch.Tensor], torch.Tensor] | None = None,
                  progress: Progress | None = None, checkpoints: Sequence[int] = (),
-                 on_checkpoint: Callable[[int, int], None] | None = None) -> Iterator[TaskDone]:
+                 on_checkpoint: Callable[[int, int], None] | None = None,
+                 on_step: Callable[[int, bool | None], None] | None = None) -> Iterator[TaskDone]:
     """Learn ``tasks`` of ``benchmark`` in order with ``method`` (see the module docs); yields after each.
 
-    ``learner``, ``predict`` and ``batch_size`` are :func:`learn_task`'s (checked here, before any task);
+    ``learner``, ``predict``, ``batch_size`` and ``on_step`` are :func:`learn_task`'s (checked here, before any task);
     ``learner.task`` is set to the task being learned. ``transform(x)`` maps a task's training inputs
     before they are checked and learned. ``progress`` shows the steps of each task.
     ``checkpoints`` are moments inside every task, in percent of its training examples (0-99):
@@ -107,27 +108,11 @@ def stream_tasks(benchmark, method, *, seed: int, tasks: Iterable[int], learner=
     if points and batch_size != 1:
         raise ValueError("checkpoints inside a task need batch_size 1")
     return _stream(benchmark, method, seed, tasks, learner, predict, batch_size, train_limit, transform,
-                   progress if progress is not None else Progress(0, enabled=False), points, on_checkpoint)
-
-
-def check_checkpoints(checkpoints: Sequence[int]) -> tuple[int, ...]:
-    """``checkpoints`` as sorted distinct integers; ValueError for one that is not a whole percent 0-99.
-
-    >>> check_checkpoints([50, 0, 25]), check_checkpoints(())
-    ((0, 25, 50), ())
-    >>> check_checkpoints([100])
-    Traceback (most recent call last):
-    ...
-    ValueError: checkpoints are whole percents of a task's examples, 0 to 99; got 100
-    """
-    for p in checkpoints:
-        if isinstance(p, bool) or int(p) != p or not 0 <= p <= 99:
-            raise ValueError(f"checkpoints are whole percents of a task's examples, 0 to 99; got {p!r}")
-    return tuple(sorted({int(p) for p in checkpoints}))
+                   progress if progress is not None else Progress(0, enabled=False), points, on_checkpoint, on_step)
 
 
 def _stream(benchmark, method, seed, tasks, learner, predict, batch_size, train_limit, transform, bar,
-            points=(), on_checkpoint=None):
+            points=(), on_checkpoint=None, on_step=None):
     boundaries = bool(method.info.needs_task_boundaries)
     for t in tasks:
         x, y = benchmark.train_task(t, seed)
@@ -152,7 +137,7 @@ def _stream(benchmark, method, seed, tasks, learner, predict, batch_size, train_
                     paused += time.perf_counter() - t1
                 if stop > start or not points:
                     c, a = learn_task(method, x[start:stop], y[start:stop], learner=learner, predict=predict,
-                                      batch_size=batch_size, task=t, progress=bar)
+                                      batch_size=batch_size, task=t, progress=bar, on_step=on_step)
                     correct, asked = correct + c, asked + a
             train_s = time.perf_counter() - t0 - paused
             if boundaries:
@@ -165,7 +150,8 @@ def _stream(benchmark, method, seed, tasks, learner, predict, batch_size, train_
 
 
 def learn_task(method, x: torch.Tensor, y: torch.Tensor, *, learner=None, predict: bool = True,
-               batch_size: int = 1, task: int | None = None, progress: Progress | None = None) -> tuple[int, int]:
+               batch_size: int = 1, task: int | None = None, progress: Progress | None = None,
+               on_step: Callable[[int | None, bool | None], None] | None = None) -> tuple[int, int]:
     """Learn one task's examples ``(x, y)`` in order; returns ``(right online predictions, labels asked)``.
 
     - No ``learner``: every batch of ``batch_size`` examples is learned (``learn_many`` in chunks of
@@ -177,11 +163,15 @@ def learn_task(method, x: torch.Tensor, y: torch.Tensor, *, learner=None, predic
     - ``learner`` without ``predict``, for the rules that decide without the MC samples: ``all`` learns
       every example as without a learner and records them in ``learner.ledger``; ``random`` draws every
       decision first (its own generator, so the same decisions), then learns the asked examples in order.
+    ``on_step(task, asked)`` after every step (``asked``: ``None`` without a learner; not with ``predict=False``)
+    learns the steps one call each, with the same results.
     """
     bar = progress if progress is not None else Progress(0, enabled=False)
     if learner is None:
-        _learn_all(method, x, y, batch_size, bar)
+        _learn_all(method, x, y, batch_size, bar, on_step, task)
         return 0, 0
+    if on_step is not None and not predict:
+        raise ValueError("per-step callbacks need predict=True")
     if not predict:
         strategy = learner.acquisition.strategy
         if strategy == "all":
@@ -193,7 +183,7 @@ def learn_task(method, x: torch.Tensor, y: torch.Tensor, *, learner=None, predic
         raise ValueError(f"acquisition {strategy!r} decides from the MC predictions: it needs predict=True")
     from bimu.active.blocks import decides_in_blocks, learn_in_blocks
 
-    if decides_in_blocks(learner):  # the same results as the loop below, decided in compiled blocks
+    if decides_in_blocks(learner) and on_step is None:  # the same results as the loop below, in compiled blocks
         return learn_in_blocks(learner, x, y, task=task, progress=bar)
     oracle = bool(getattr(getattr(learner, "acquisition", None), "needs_labels", False))
     xs, ys = x.split(1), y.split(1)
@@ -206,13 +196,15 @@ def learn_task(method, x: torch.Tensor, y: torch.Tensor, *, learner=None, predic
             if ask:
                 learner.learn_one(xb, yb)
                 asked += 1
+            if on_step is not None:
+                on_step(task, bool(ask))
         bar.update(min(PROGRESS_CHUNK, steps - i), correct / min(i + PROGRESS_CHUNK, steps))
     return correct, asked
 
 
-def _learn_all(method, x, y, batch_size, bar) -> None:
-    """Learn every example of ``(x, y)`` in order, ``batch_size`` per step."""
-    if batch_size == 1 and hasattr(method, "learn_many"):
+def _learn_all(method, x, y, batch_size, bar, on_step=None, task=None) -> None:
+    """Learn every example of ``(x, y)`` in order, ``batch_size`` per step (``on_step(task, None)`` after each)."""
+    if batch_size == 1 and hasattr(method, "learn_many") and on_step is None:
         for i in range(0, len(y), LEARN_MANY_CHUNK):
             method.learn_many(x[i:i + LEARN_MANY_CHUNK], y[i:i + LEARN_MANY_CHUNK])
             bar.update(min(LEARN_MANY_CHUNK, len(y) - i))
@@ -222,6 +214,8 @@ def _learn_all(method, x, y, batch_size, bar) -> None:
     for i in range(0, len(xs), PROGRESS_CHUNK):
         for xb, yb in zip(xs[i:i + PROGRESS_CHUNK], ys[i:i + PROGRESS_CHUNK]):
             learn(xb, yb)
+            if on_step is not None:
+                on_step(task, None)
         bar.update(min(PROGRESS_CHUNK, len(xs) - i))
 
 
@@ -319,7 +313,8 @@ def run_stream(benchmark, method, schedule: EvalSchedule | None = None, *, seed:
                ood_scores: Sequence[str] = ("epistemic", "aleatoric", "variation_ratio"),
                train_limit: int | None = None, test_limit: int | None = None,
                log: Callable[[str], None] | None = None, extra_state: dict | None = None,
-               on_task_end: Callable[[int], None] | None = None, sinks: Sequence = ()) -> dict[str, Any]:
+               on_task_end: Callable[[int], None] | None = None, sinks: Sequence = (), callbacks: Sequence = (),
+               params: dict[str, Any] | None = None) -> dict[str, Any]:
     """Train ``method`` online on ``benchmark``'s tasks; returns the result dict (see module docs).
 
     With ``run_dir``, each completed task is checkpointed (method state, learner state, records),
@@ -332,18 +327,22 @@ def run_stream(benchmark, method, schedule: EvalSchedule | None = None, *, seed:
     ``on_task_end(task)`` is called after each task is saved (tests use it to inject a crash).
     Each task record and the summary go to the ``bimu`` logger and to ``sinks``
     (:mod:`bimu.experiments.tracking`: names such as ``"csv"``, or :class:`~bimu.experiments.tracking.Sink`
-    objects), which are closed when the stream ends or fails.
+    objects; ``params``, the run's configuration, go to MLflow), closed when the stream ends or fails.
+    ``callbacks``: objects with ``on_step(info)`` / ``on_task_end(info)`` (:mod:`bimu.experiments.callbacks`).
     """
+    from bimu.experiments.callbacks import Callbacks
     from bimu.experiments.tracking import LoggingSink, make_sinks
 
+    hooks = Callbacks(callbacks, method)
     names = [s for s in sinks if isinstance(s, str)]
     folder = rd_path(run_dir)
-    built = make_sinks(names, folder, run_name=f"{folder.parent.name}/{folder.name}" if folder else f"seed-{seed}")
-    all_sinks = [LoggingSink(f"seed {seed}"), *built, *(s for s in sinks if not isinstance(s, str))]
+    built = make_sinks(names, folder, run_name=f"{folder.parent.name}/{folder.name}" if folder else f"seed-{seed}",
+                       params=params)
+    all_sinks = [LoggingSink(f"seed {seed}"), *built, *(s for s in sinks if not isinstance(s, str)), hooks]
     try:
         return _run_stream(benchmark, method, schedule, seed, n_tasks, run_dir, progress, learner, batch_size,
                            eval_batch_size, eval_samples, ood, ood_every, ood_scores, train_limit, test_limit, log,
-                           extra_state, on_task_end, all_sinks)
+                           extra_state, on_task_end, all_sinks, hooks.on_step)
     finally:
         for s in all_sinks:
             s.close()
@@ -356,7 +355,7 @@ def rd_path(run_dir) -> Path | None:
 
 def _run_stream(benchmark, method, schedule, seed, n_tasks, run_dir, progress, learner, batch_size, eval_batch_size,
                 eval_samples, ood, ood_every, ood_scores, train_limit, test_limit, log, extra_state, on_task_end,
-                sinks):
+                sinks, on_step=None):
     schedule = schedule or EvalSchedule()
     n = int(n_tasks if n_tasks is not None else benchmark.n_tasks)
     if n < 1:
@@ -395,7 +394,7 @@ def _run_stream(benchmark, method, schedule, seed, n_tasks, run_dir, progress, l
 
     bar = Progress(n, progress, desc=f"seed {seed} ")
     for done in stream_tasks(benchmark, method, seed=seed, tasks=range(start, n), learner=learner,
-                             batch_size=batch_size, train_limit=train_limit, progress=bar):
+                             batch_size=batch_size, train_limit=train_limit, progress=bar, on_step=on_step):
         t, steps = done.task, done.steps
         t1 = time.perf_counter()
         evaluated = {}

@@ -78,7 +78,7 @@ def run_stream(benchmark, method: str = "bimu", strategy: str = "vr", threshold:
                budget: float | None = None, budget_exponent: float = 0.5, mc_samples: int = 10,
                seed: int = 0, preset: str | None = None, hparams: Mapping | None = None,
                standardize: bool = False, baseline_predicts: bool = False, engine: str = "auto",
-               checkpoints: Sequence[int] = ()) -> dict:
+               checkpoints: Sequence[int] = (), hidden: Sequence[int] = ()) -> dict:
     """One single-pass active stream over all tasks, then the final evaluation.
 
     ``strategy="all"`` is the 100%-update baseline (every example learned; with
@@ -97,10 +97,11 @@ def run_stream(benchmark, method: str = "bimu", strategy: str = "vr", threshold:
     ``engine`` is :func:`~bimu.engine.build.build_method`'s: ``"auto"`` runs the fused engine when it
     supports the method, ``"torch"`` always the torch method, ``"fused"`` requires the engine (same
     results up to float rounding; the fused path is several times faster). The result's ``engine``
-    says which ran.
+    says which ran. ``hidden``: the hidden widths of the network (default none: a linear head).
     """
     hp = method_hparams(method, preset, hparams)
-    model, used = build_method(method, [benchmark.n_features, benchmark.n_classes], seed, hp, engine)
+    sizes = [benchmark.n_features, *(int(h) for h in hidden), benchmark.n_classes]
+    model, used = build_method(method, sizes, seed, hp, engine)
     acq = make_acquisition(strategy, threshold=threshold, budget=budget, budget_exponent=budget_exponent,
                            mc_samples=mc_samples, seed=seed)
     learner = ActiveLearner(model, acq)
@@ -212,15 +213,16 @@ def sweep(benchmark, method: str = "bimu", scores: Sequence[str] = ("vr",), thre
           seeds: Iterable[int] = (0,), mc_samples: int = 10, preset: str | None = None,
           hparams: Mapping | None = None, jobs: int = 1, standardize: bool = False,
           log=None, baseline: bool = True, engine: str = "auto", scheduler: str | None = None,
-          load=None) -> list[dict]:
+          load=None, hidden: Sequence[int] = ()) -> list[dict]:
     """Run every (score, threshold) pair and the 100% baseline for each seed; returns one row per run.
 
     ``jobs > 1``: that many forked processes; ``scheduler``: each run a task of that Dask scheduler,
     whose workers build the benchmark as ``load[0](*load[1])`` (a module-level function and plain
-    data; ``benchmark`` is not sent)."""
+    data; ``benchmark`` is not sent). ``hidden``: the network's hidden widths (default: a linear head)."""
     global _WORKER_BENCH
     tasks = [dict(method=method, strategy=s, threshold=th, mc_samples=mc_samples, seed=int(seed),
-                  preset=preset, hparams=dict(hparams or {}), standardize=standardize, engine=engine)
+                  preset=preset, hparams=dict(hparams or {}), standardize=standardize, engine=engine,
+                  **({"hidden": [int(h) for h in hidden]} if hidden else {}))
              for seed in seeds for s, th in sweep_configs(scores, thresholds, grids, baseline)]
     _WORKER_BENCH = benchmark
     rows = []

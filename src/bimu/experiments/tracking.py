@@ -6,9 +6,13 @@ A sink receives the stream's moments: :meth:`Sink.task_end` after each completed
 INFO, the record in ``extra={"bimu_record": ...}``); ``bimu run --log-to csv,tensorboard,mlflow`` or
 ``run_stream(..., sinks=[...])`` adds:
 
-- ``csv``: ``metrics.csv`` in the run directory, one row per task (always available);
+- ``csv``: ``metrics.csv`` in the run directory, one row per task (always available): the numbers of
+  the task's ``metrics.jsonl`` record, ``task`` 0-based as there, ``task_number`` the same task from 1 as
+  the console and the plots number it, ``acc_task_J`` the accuracy on task number J (from 1);
 - ``tensorboard``: event files in ``RUN_DIR/tensorboard`` (needs the ``tensorboard`` package);
-- ``mlflow``: one MLflow run per seed in the tracking store MLflow is configured with (needs ``mlflow``).
+- ``mlflow``: one MLflow run per seed in the tracking store MLflow is configured with (needs ``mlflow``),
+  with the run's configuration as parameters (:func:`flat_params`); it prints where that store is
+  (``$MLFLOW_TRACKING_URI``, else MLflow's default: ``mlflow.db`` in the working directory).
 
 A sink whose package is missing is refused before the run starts, naming the package.
 
@@ -25,6 +29,7 @@ import importlib.util
 import io
 import logging
 import os
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -69,6 +74,37 @@ def scalars(record: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
+def flat_params(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
+    """A run's configuration (``config.json``: the config and what was resolved from it) as MLflow
+    parameters: nested mappings flattened with dotted keys, every value as text.
+
+    >>> flat_params({"method": "bimu", "hidden": [100], "resolved": {"hparams": {"lr": 4.9}, "note": ""}})
+    {'method': 'bimu', 'hidden': '[100]', 'resolved.hparams.lr': '4.9', 'resolved.note': ''}
+    """
+    out: dict[str, str] = {}
+    for k, v in config.items():
+        if isinstance(v, Mapping):
+            out.update(flat_params(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = str(v)
+    return out
+
+
+def store_location(uri: str) -> str:
+    """Where an MLflow tracking URI keeps its runs: the absolute path of a local SQLite database or file
+    store, else the URI with any password hidden.
+
+    >>> store_location("sqlite:////tmp/runs/mlflow.db"), store_location("postgresql://u:pw@db/mlflow")
+    ('/tmp/runs/mlflow.db', 'postgresql://u:***@db/mlflow')
+    """
+    from bimu.redact import redact_url
+
+    for scheme in ("sqlite:///", "file://"):
+        if uri.startswith(scheme):
+            return str(Path(uri[len(scheme):]).resolve())
+    return str(Path(uri).resolve()) if "://" not in uri else str(redact_url(uri))
+
+
 def _number(v) -> bool:
     return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and np.isfinite(v)
 
@@ -100,7 +136,9 @@ class CSVSink(Sink):
                 self.rows = [{k: float(v) for k, v in row.items() if v not in ("", None)} for row in csv.DictReader(f)]
 
     def task_end(self, record, R):
-        self.rows = [r for r in self.rows if r.get("task", -1) < float(record["task"])] + [scalars(record)]
+        row = scalars(record)
+        row = {"task": row.pop("task"), "task_number": float(record["task"]) + 1, **row}  # 0-based and from 1
+        self.rows = [r for r in self.rows if r.get("task", -1) < float(record["task"])] + [row]
         columns = list(dict.fromkeys(k for r in self.rows for k in r))
         buf = io.StringIO()
         w = csv.DictWriter(buf, columns, lineterminator="\n")
@@ -142,6 +180,8 @@ class MLflowSink(Sink):
 
         self.mlflow = mlflow
         self.run = mlflow.start_run(run_name=run_name)
+        print(f"mlflow: run {run_name} ({self.run.info.run_id}) logged to {store_location(mlflow.get_tracking_uri())}"
+              " (set MLFLOW_TRACKING_URI to change it)", file=sys.stderr, flush=True)
         if params:
             mlflow.log_params({k: str(v)[:500] for k, v in params.items()})
 

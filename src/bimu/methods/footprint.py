@@ -17,6 +17,8 @@ What each method declares (784-100-10, ``P = 79,400`` weights, ``P + 110`` with 
 - Online EWC: parameters + Fisher + anchor + the running Fisher sum of the current task (4(P + 110));
   the paper counts 3 copies: without a replay buffer the task's Fisher must be accumulated online.
 - SI: parameters + Omega + anchor + the running path integral (4(P + 110)); the paper counts 3.
+- Experience replay (not in the paper): SGD's parameters + the reservoir buffer, allocated in full:
+  ``buffer_size`` x (784 float32 inputs + one int64 label) = 1000 x 3,144 bytes by default (3.46 MB in all).
 
 >>> nested_tensor_bytes({"a": [__import__("torch").zeros(3)], "b": 1})
 12

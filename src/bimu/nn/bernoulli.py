@@ -74,10 +74,15 @@ class RelaxedSample:
 
 _KEPT = WeakTensorKeyDictionary()
 """``lambda`` -> the :class:`RelaxedSample` list kept for it (only for parameters an optimizer asked for)."""
+_ANY_KEPT = False
+"""Whether any optimizer asked for relaxed samples: until then a relaxed forward skips :data:`_KEPT`, which
+``torch.compile`` cannot trace (a weak dictionary), so the training forward compiles as one graph."""
 
 
 def keep_relaxed_samples(lam: torch.Tensor) -> None:
     """Ask every :class:`BernoulliLinear` owning ``lam`` to record its relaxed samples from now on."""
+    global _ANY_KEPT
+    _ANY_KEPT = True
     if lam not in _KEPT:
         _KEPT[lam] = []
 
@@ -92,6 +97,8 @@ def take_relaxed_samples(lam: torch.Tensor) -> list[RelaxedSample]:
 
 
 def _record(lam: torch.Tensor, weight: torch.Tensor, noise: torch.Tensor, temperature: float) -> None:
+    if not _ANY_KEPT:
+        return
     kept = _KEPT.get(lam)
     if kept is None or not weight.requires_grad:
         return
@@ -129,8 +136,10 @@ class BernoulliLinear(nn.Module):
     def _uniforms(self, n_samples, generator, uniforms):
         shape = (n_samples, self.out_features, self.in_features)
         if uniforms is None:  # drawn where the generator lives, used where lambda lives
-            where = self.lam.device if generator is None else generator.device
-            return torch.rand(shape, generator=generator, dtype=self.lam.dtype, device=where).to(self.lam.device)
+            if generator is None:  # no generator argument: torch.compile can trace rand of a symbolic shape only so
+                return torch.rand(shape, dtype=self.lam.dtype, device=self.lam.device)
+            return torch.rand(shape, generator=generator, dtype=self.lam.dtype,
+                              device=generator.device).to(self.lam.device)
         if tuple(uniforms.shape) != shape:
             raise ValueError(f"uniforms must have shape {shape}, got {tuple(uniforms.shape)}")
         return uniforms.to(dtype=self.lam.dtype, device=self.lam.device)

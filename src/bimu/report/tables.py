@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from bimu.metrics import MMRR_CAP_TEXT, format_mmrr, mmrr_at_cap
 from bimu.paper import TABLE1, cells
 from bimu.rundir import CONFIG, SUMMARY, RunDir, find_run_dirs
 
@@ -294,6 +295,20 @@ def fmt_pm(vals, scale: float = 1.0, digits: int = 2) -> str:
     return f"{a.mean():.{digits}f} ± {a.std(ddof=1):.{digits}f}"
 
 
+def fmt_mmrr(vals) -> str:
+    """:func:`fmt_pm` of per-seed MMRRs, those at the cap printed as :data:`bimu.metrics.MMRR_CAP_TEXT`.
+
+    >>> fmt_mmrr([100000.0, 100000.0]), fmt_mmrr([20.0, 100000.0]), fmt_mmrr([20.0, 22.0])
+    ('1e5 (cap)', '20.00; 1 of 2 seeds at 1e5 (cap)', '21.00 ± 1.41')
+    """
+    v = _finite(vals)
+    capped = sum(map(mmrr_at_cap, v))
+    if not capped:
+        return fmt_pm(v)
+    rest = [x for x in v if not mmrr_at_cap(x)]
+    return MMRR_CAP_TEXT if not rest else f"{fmt_pm(rest)}; {capped} of {len(v)} seeds at {MMRR_CAP_TEXT}"
+
+
 def failed_reason(run: dict[str, Any]) -> str | None:
     """Why a complete run's numbers cannot be reported (``None`` when they can): a last-k accuracy
     that is not a finite number, or an accuracy matrix holding infinity or no finite diagonal. Such a
@@ -365,7 +380,7 @@ def markdown_table(groups: dict[tuple, list[dict[str, Any]]], paper: bool = True
         cells = [bench, name, "x".join(map(str, hidden)) or "-", *(shown.get(n, "-") for n in extra), seeds,
                  fmt_pm(st["last_k_acc"], 100) + ("" if st["last_k"] == 5 else f" (last {st['last_k']})"),
                  fmt_pm(st["auc_epistemic"], 1, 3), fmt_pm(st["auc_aleatoric"], 1, 3), fmt_pm(st["auc_vr"], 1, 3),
-                 fmt_pm(st["mmrr"]), "-" if st["mmrr_seed_avg"] is None else f"{st['mmrr_seed_avg']:.2f}",
+                 fmt_mmrr(st["mmrr"]), "-" if st["mmrr_seed_avg"] is None else format_mmrr(st["mmrr_seed_avg"]),
                  fmt_pm(st["bwt"], 100), fmt_pm(st["first_task_acc"], 100),
                  fmt_pm(st["queried"], 100) if active else "100",
                  fmt_pm(st["steps_per_s"], 1, 0)]

@@ -13,6 +13,11 @@ page, a note or gap line that differs, a section that cannot be recomputed from 
 A relative ``--out`` is looked up from the page's folder upwards (the repository root holds
 ``results/...`` and ``docs/results.md``), so the check runs from any working directory.
 
+The gap notes (:mod:`bimu.reproduce.gaps`) name the run folders of their probes as ``results/...`` paths
+(``--out results/probes/NAME``, "its runs committed in results/..."); the check also fails, one line per
+note and path, when such a path exists neither from the page's folder upwards nor in the source tree
+(:func:`missing_gap_runs`).
+
 >>> split_sections("# T\\n\\nintro\\n## a: x\\nl1\\n## b: y\\nl2")
 (['# T', '', 'intro'], [('## a: x', ['l1']), ('## b: y', ['l2'])])
 """
@@ -32,6 +37,7 @@ from bimu.reproduce.spec import Options, data_status
 
 _PAGE_COMMAND = re.compile(r"Generated from real run directories by `([^`]+)`")
 _SECTION_COMMAND = re.compile(r"^- command: `([^`]+)`")
+_RUN_PATH = re.compile(r"(?<![\w./-])results/[\w.+-]+(?:/[\w.+-]+)*")
 
 
 class PageCheckError(ValueError):
@@ -170,6 +176,36 @@ def compare_lines(where: str, page: list[str], expected: list[str], n_labels: in
     return out
 
 
+def gap_notes_dir() -> Path:
+    """The folder of the gap notes (``src/bimu/reproduce/gaps``, package data)."""
+    from importlib import resources
+
+    return Path(str(resources.files("bimu.reproduce.gaps")))
+
+
+def gap_note_paths(notes_dir: str | os.PathLike | None = None) -> list[tuple[str, str]]:
+    """``(note file, path)`` for each ``results/...`` path that a gap note of ``notes_dir`` (default
+    :func:`gap_notes_dir`) names, in order, each once.
+
+    >>> _RUN_PATH.findall("(--out results/probes/ste-one-task, its runs committed in results/a/b.)")
+    ['results/probes/ste-one-task', 'results/a/b.']
+    """
+    folder = Path(notes_dir) if notes_dir is not None else gap_notes_dir()
+    out = []
+    for f in sorted(folder.glob("*.md")):
+        out += [(f.name, m.group(0).rstrip(".")) for m in _RUN_PATH.finditer(f.read_text(encoding="utf-8"))]
+    return list(dict.fromkeys(out))
+
+
+def missing_gap_runs(page: str | os.PathLike, notes_dir: str | os.PathLike | None = None) -> list[str]:
+    """One line per ``results/...`` path named by a gap note (:func:`gap_note_paths`) that exists neither
+    under the page's folder or one of its parents, the working directory, nor the source tree's root."""
+    page = Path(page).resolve()
+    bases = [page.parent, *page.parents, Path.cwd(), Path(__file__).resolve().parents[3]]
+    return [f"gap note {note} names {path}, a run folder that does not exist"
+            for note, path in gap_note_paths(notes_dir) if not any((b / path).exists() for b in bases)]
+
+
 def check_page(page: str | Path) -> tuple[list[str], list[str]]:
     """``(problems, commands that regenerate the page)``; no problems: every number on the page is what
     its run files give. PageCheckError for a file that is not a results page."""
@@ -194,6 +230,7 @@ def check_page(page: str | Path) -> tuple[list[str], list[str]]:
             checked.append((heading, body, len(ENTRIES[name].label_headers)))
         except PageCheckError as e:
             problems.append(f"{heading[3:]}: {e}")
+    problems += missing_gap_runs(page)
     if not found:
         return problems or [f"{page}: no section to check"], [m.group(1)]
     expected = render_page(found, page.parent, m.group(1))

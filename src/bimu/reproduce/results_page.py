@@ -132,6 +132,38 @@ def _md_table(header, rows) -> list[str]:
             + ["| " + " | ".join(str(c) for c in r) + " |" for r in rows])
 
 
+def row_seed_counts(table: dict) -> list[int]:
+    """The seeds behind each row of a manifest's ``table``, read from its ``Seeds`` column (a seed marked
+    diverged not counted; rows without runs, ``-`` or ``n/a``, left out); ``[]`` without that column.
+
+    >>> table = {"header": ["Method", "Seeds"], "rows": [["a", "0,1,2"], ["b", "0 (diverged),1"], ["c", "-"]]}
+    >>> row_seed_counts(table)
+    [3, 1]
+    """
+    header = table.get("header", [])
+    if "Seeds" not in header:
+        return []
+    i = header.index("Seeds")
+    cells = [str(r[i]) for r in table.get("rows", []) if len(r) > i]
+    return [sum(s.strip().isdigit() for s in c.split(",")) for c in cells if any(ch.isdigit() for ch in c)]
+
+
+def seeds_text(seeds: Sequence[int], counts: Sequence[int], diverged: bool = False) -> str:
+    """How many seeds a section shows, and, when its rows differ (or differ from the section's), how many
+    each row has (:func:`row_seed_counts`; ``diverged``: some seeds diverged and are not counted).
+
+    >>> seeds_text([0, 1, 2], [3, 3]), seeds_text([0, 1, 2], [2, 3, 2, 1])
+    ('3 seeds', '3 seeds; per row: 3 seeds in 1 row, 2 seeds in 2 rows, 1 seed in 1 row (its Seeds column)')
+    """
+    text = f"{len(seeds)} seed{'s' if len(seeds) != 1 else ''}"
+    if counts and set(counts) != {len(seeds)}:
+        by = {k: counts.count(k) for k in sorted(set(counts), reverse=True)}
+        text += "; per row: " + ", ".join(f"{k} seed{'s' * (k != 1)} in {v} row{'s' * (v != 1)}"
+                                          for k, v in by.items())
+        text += " (its Seeds column" + ("; diverged seeds not counted)" if diverged else ")")
+    return text
+
+
 def render_section(folder: Path, m: dict, page_dir: Path, written: dict[str, str] | None = None) -> list[str]:
     """The markdown of one reproduction: provenance lines, the table, its notes, its marked gaps and
     figures. ``written`` (cause -> section) is shared by a page's sections so that each gap's cause is
@@ -143,9 +175,10 @@ def render_section(folder: Path, m: dict, page_dir: Path, written: dict[str, str
     data = "; ".join(f"{d['benchmark']} ({d['status']})" for d in m.get("data", [])) or "none (computed)"
     seeds = m.get("seeds", [])
     fewer = "; the paper averages 5 runs" if m.get("data") and len(seeds) < 5 else ""
+    diverged = any("(diverged)" in str(c) for r in m["table"].get("rows", []) for c in r)
     lines = [f"## {m['name']}: {m['title']}", "",
              f"- command: `{m['command']}`",
-             f"- seeds: {', '.join(map(str, seeds))} ({len(seeds)} seed{'s' if len(seeds) != 1 else ''}{fewer})",
+             f"- seeds: {', '.join(map(str, seeds))} ({seeds_text(seeds, row_seed_counts(m['table']), diverged)}{fewer})",
              f"- scale: {scale}",
              f"- data: {data}",
              f"- written {m.get('written', '?')} at commit {str(m.get('git_commit') or '?')[:10]}"
@@ -189,7 +222,11 @@ def render_page(found: Sequence[tuple[Path, dict]], page_dir: str | os.PathLike 
         n = seen.get(anchor, 0)
         seen[anchor] = n + 1
         anchor += f"-{n}" if n else ""  # GitHub numbers repeated headings
-        lines.append(f"| [{m['name']}](#{anchor}) | {m['scale']} | {len(m.get('seeds', []))} | {data} |")
+        counts = row_seed_counts(m["table"])
+        n = len(m.get("seeds", []))
+        span = "-".join(dict.fromkeys(str(k) for k in (min(counts), max(counts)))) if counts else ""
+        shown = str(n) if not counts or set(counts) == {n} else f"{span} a row"
+        lines.append(f"| [{m['name']}](#{anchor}) | {m['scale']} | {shown} | {data} |")
     lines.append("")
     written: dict[str, str] = {}
     for folder, m in found:

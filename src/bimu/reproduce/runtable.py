@@ -170,7 +170,7 @@ def run_table(entry: Entry, opts: Options, rows: Sequence[Row], summaries: dict[
 
     header = list(entry.label_headers)
     for q in entry.quantities:
-        header += [QUANTITIES[q][0], "Paper"]
+        header += list(MMRR_HEADERS) + ["Paper"] if q == "mmrr" else [QUANTITIES[q][0], "Paper"]
     header.append("Seeds")
     out_rows, notes = [], []
     causes: dict[str, dict] = {}
@@ -183,7 +183,7 @@ def run_table(entry: Entry, opts: Options, rows: Sequence[Row], summaries: dict[
             if row.config is None:
                 cells.append("n/a")
             elif q == "mmrr":
-                cells.append(seed_averaged_mmrr(summ))
+                cells += [seed_averaged_mmrr(summ), per_seed_mmrr(summ)]
             else:
                 values = [get(s) for s in summ]
                 cell = fmt_pm(values, scale, digits)
@@ -215,9 +215,8 @@ def run_table(entry: Entry, opts: Options, rows: Sequence[Row], summaries: dict[
         else "Fashion-MNIST (Permuted MNIST) or the held-out OOD class (feature benchmarks)"
     notes.append(f"runs under {Path(opts.out) / 'runs' / opts.scale / entry.name}; mean ± std over seeds "
                  f"(sample std); OOD AUC is the epistemic score vs {ood} "
-                 "(aleatoric for deterministic methods); MMRR (one number, as in the "
-                 "paper) is computed from the seed-averaged accuracy matrices")
-    if any(MMRR_CAP in cells for cells in out_rows):
+                 "(aleatoric for deterministic methods)" + (MMRR_NOTE if "mmrr" in entry.quantities else ""))
+    if any(MMRR_CAP in cell for cells in out_rows for cell in cells):
         notes.append(mmrr_cap_note())
     notes += compute_note(rows, summaries)
     if causes:
@@ -261,6 +260,15 @@ def with_passages(gaps: list[dict]) -> list[dict]:
     return gaps + [{"mark": "", "cause": p, "cells": [], "text": passage(p)} for p in names]
 
 
+MMRR_HEADERS = ("MMRR, seed-avg. matrix (paper's code)", "MMRR per seed")
+"""The two MMRR columns of a run table: the paper code's convention, then the mean ± sd of each seed's."""
+
+MMRR_NOTE = ("; MMRR two ways: from the seed-averaged accuracy matrix, 1 / (a_max - a_T + 1e-5) of the mean "
+             "matrix (one number; what the paper's code computes and the paper reports), and per seed, the mean ± "
+             "sd over seeds of each seed's own MMRR (a mean of reciprocals is not the reciprocal of a mean, so the "
+             "two differ)")
+"""The run tables' note on their two MMRR columns."""
+
 MMRR_CAP = "1e5 (cap)"
 """The MMRR cell of runs whose last task ends at the best accuracy of the whole (seed-averaged) matrix:
 ``1 / (a_max - a_T + 1e-5)`` then takes its largest value, which ranks nothing (a short stream learned to
@@ -300,3 +308,29 @@ def seed_averaged_mmrr(summaries: Sequence[dict]) -> str:
     except ValueError:
         return "-"
     return MMRR_CAP if value >= 1 / MMRR_EPS * (1 - 1e-9) else f"{value:.2f}"
+
+
+def per_seed_mmrr(summaries: Sequence[dict]) -> str:
+    """MMRR of each seed's own accuracy matrix (:func:`~bimu.metrics.mmrr`), mean ± sd over seeds; seeds at
+    :data:`MMRR_CAP` are counted apart (a mean with them would be the cap's); ``-`` without complete runs.
+
+    >>> R1, R2 = [[0.9, float("nan")], [0.5, 0.8]], [[0.7, float("nan")], [0.5, 0.6]]  # 1 / 0.1 each
+    >>> per_seed_mmrr([{"_R": R1}, {"_R": R2}]), per_seed_mmrr([{"_R": R1}, {"_R": [[1.0, float("nan")], [0.9, 1.0]]}])
+    ('10.00 ± 0.00', '10.00; 1e5 (cap) in 1 of 2 seeds')
+    """
+    import numpy as np
+
+    from bimu.metrics import MMRR_EPS, mmrr
+    from bimu.report.tables import fmt_pm
+
+    values = []
+    for s in summaries:
+        try:
+            values.append(mmrr(np.asarray(s["_R"], dtype=float)) if s.get("_R") is not None else float(s["mmrr"]))
+        except (KeyError, TypeError, ValueError):
+            continue
+    capped = sum(v >= 1 / MMRR_EPS * (1 - 1e-9) for v in values)
+    rest = [v for v in values if v < 1 / MMRR_EPS * (1 - 1e-9)]
+    cells = [fmt_pm(rest, 1.0, 2)] if rest else []
+    cells += [f"{MMRR_CAP} in {capped} of {len(values)} seeds"] if capped else []
+    return "; ".join(cells) or "-"

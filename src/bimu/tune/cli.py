@@ -6,10 +6,16 @@
     bimu tune pmnist --method bimu --trials 200 \\
         --storage postgresql://bimu:pw@db-host/bimu --study-name pmnist-bimu   # on every machine
     bimu tune pmnist --method bimu --show-space                       # print the search space
+    bimu tune digits5.npz --method bimu --hidden 32 --trials 12       # your own data (docs/own-data.md)
 
 Every worker started with the same ``--storage`` and ``--study-name`` joins the same study;
 ``--trials`` is the total for the study. The best trial is written to ``<out>/best_config.json``
 (and ``--export FILE``), a config for ``bimu run --config FILE``. See :mod:`bimu.tune`.
+
+Your own data (``FILE.npz``, or ``npz --option path=FILE.npz``) is tuned on its validation split: the
+file's ``x_val``/``y_val`` (and ``task_val``) when it has them, else 20% of each task's training rows
+(``--option validation_fraction=F``), drawn at random per task by ``--option validation_seed=S`` (default 0)
+and never trained on while tuning.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import socket
 import sys
 from typing import Any
 
-from bimu.experiments.config import parse_benchmark_option
+from bimu.experiments.config import parse_benchmark_option, parse_override
 from bimu.tune.config import TuneConfig
 from bimu.tune.objective import DEFAULT_WEIGHTS, REDUCTIONS
 from bimu.tune.spaces import check_search_space
@@ -35,12 +41,34 @@ def _option(text: str) -> tuple[str, Any]:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _override(text: str) -> tuple[str, str]:
+    try:
+        return parse_override(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Adds ``(default: X)`` to an option's help only where the help does not already say its default
+    and there is one to say (not ``None``, ``False`` or an empty list)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "default" in text or action.default in (None, False, [], argparse.SUPPRESS):
+            return text
+        return super()._get_help_string(action)
+
+
+def _description() -> str:
+    """The module docs' first paragraph as plain text (no reStructuredText ``code`` marks)."""
+    return __doc__.split("::")[0].strip().replace("``", "")
+
+
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Register the ``tune`` subcommand on ``subparsers`` (``set_defaults(func=run_command)``)."""
     p = subparsers.add_parser(
         "tune", help="hyperparameter search with Optuna (objective H on the validation split)",
-        description=__doc__.split("::")[0].strip() + " The test set is never used.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        description=_description() + " The test set is never used.", formatter_class=HelpFormatter)
     configure_parser(p)
     p.set_defaults(func=run_command)
     return p
@@ -48,7 +76,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def configure_parser(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add the ``tune`` arguments to ``p``."""
-    p.add_argument("benchmark", help="benchmark name (tuned on its validation split)")
+    p.add_argument("benchmark", help="benchmark name (tuned on its validation split) or your own data as FILE.npz "
+                                     "(validation: its x_val/y_val, else 20%% of each task's training rows held "
+                                     "out at random, see --option validation_fraction / validation_seed)")
     p.add_argument("--method", required=True, help="registered method name (e.g. bimu)")
     p.add_argument("--trials", type=int, default=200, help="total finished trials of the study, all workers")
     p.add_argument("--storage", default=None,
@@ -64,10 +94,17 @@ def configure_parser(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds per trial (value = mean)")
     p.add_argument("--preset", default=None,
                    help="paper preset under the tuned values (default: the benchmark's, if the method has it)")
-    p.add_argument("--hidden", type=int, nargs="+", default=None, metavar="WIDTH",
-                   help="hidden widths of the network (default: the benchmark's); exported with the config")
+    p.add_argument("--hidden", type=int, nargs="*", default=None, metavar="WIDTH",
+                   help="hidden widths (default: the benchmark's); no value: a linear head; exported with the config")
+    p.add_argument("--set", dest="overrides", type=_override, action="append", default=[], metavar="KEY=VALUE",
+                   help="hold one method hyperparameter at a value (not tuned; repeatable), e.g. --set "
+                        "output_norm=false; exported with the tuned values")
+    p.add_argument("--start-from-preset", action="store_true",
+                   help="a new study's first trial is the preset (with the --set values): a short search then "
+                        "exports nothing that scored below the preset on validation")
     p.add_argument("--option", type=_option, action="append", default=[], metavar="KEY=VALUE",
-                   help="benchmark option for tuning (JSON value), e.g. n_tasks=10; repeatable")
+                   help="benchmark option for tuning (JSON value), e.g. n_tasks=10, validation_fraction=0.2 (own "
+                        "data); repeatable")
     p.add_argument("--timeout", type=float, default=None, help="stop starting trials after this many seconds")
     p.add_argument("--heartbeat-interval", type=int, default=60, help="RDB heartbeat period (s)")
     p.add_argument("--grace-period", type=int, default=None,
@@ -95,7 +132,9 @@ def config_from_args(args: argparse.Namespace) -> TuneConfig:
         benchmark=args.benchmark, method=args.method, trials=args.trials, storage=args.storage,
         study_name=args.study_name, out_dir=args.out, weights=tuple(args.weights), reduce=args.objective,
         seeds=tuple(args.seeds), preset=args.preset,
-        benchmark_options={**dict(args.option), **({"hidden": list(args.hidden)} if args.hidden else {})},
+        benchmark_options={**dict(args.option), **({"hidden": list(args.hidden)} if args.hidden is not None else {})},
+        overrides=dict(getattr(args, "overrides", None) or []),
+        start_from_preset=bool(getattr(args, "start_from_preset", False)),
         timeout=args.timeout, heartbeat_interval=args.heartbeat_interval, grace_period=args.grace_period,
         max_retry=args.max_retry, pruner=args.pruner, sampler_seed=args.sampler_seed,
         strict_space=not args.skip_unknown_hparams, export=args.export, poll_interval=args.poll_interval,
@@ -149,7 +188,8 @@ def run_command(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m bimu.tune.cli ARGS`` (the same arguments as ``bimu tune``)."""
-    parser = configure_parser(argparse.ArgumentParser(prog="bimu tune", description=__doc__.split("::")[0].strip()))
+    parser = configure_parser(argparse.ArgumentParser(prog="bimu tune", description=_description(),
+                                                      formatter_class=HelpFormatter))
     return run_command(parser.parse_args(argv))
 
 

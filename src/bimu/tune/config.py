@@ -3,6 +3,10 @@
 Every trial is evaluated on the benchmark's *validation* split: :func:`tune_benchmark_options` adds
 ``validation=True`` (for Permuted MNIST also ``n_tasks=10``: the paper tunes on 10 tasks whose
 permutations differ from those of the evaluation runs) and refuses to switch it off.
+
+Your own data is tuned like a registered benchmark: a benchmark given as ``FILE.npz`` is the ``npz``
+benchmark with the file's absolute ``path`` (:func:`own_data_benchmark`), whose validation split is the
+file's ``x_val``/``y_val`` or a share of each task's training rows held out (:mod:`bimu.data.own`).
 """
 
 from __future__ import annotations
@@ -41,6 +45,25 @@ def tune_benchmark_options(benchmark: str, overrides: Mapping[str, Any] | None =
     return opts
 
 
+def own_data_benchmark(benchmark: str, options: Mapping[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    """``(benchmark, options)`` with a benchmark given as a ``.npz`` file turned into the ``npz`` benchmark
+    and its absolute ``path`` option (as ``bimu run FILE.npz`` does); the ``path`` of ``npz`` is made
+    absolute too. Any other benchmark is returned unchanged.
+
+    >>> own_data_benchmark("/data/digits5.npz")
+    ('npz', {'path': '/data/digits5.npz'})
+    """
+    opts = dict(options or {})
+    if isinstance(benchmark, str) and benchmark.lower().endswith(".npz"):
+        if "path" in opts:
+            raise ValueError(f"the benchmark is the file {benchmark!r} and --option path names another; give the "
+                             "file once")
+        opts["path"], benchmark = benchmark, "npz"
+    if benchmark == "npz" and isinstance(opts.get("path"), str) and opts["path"]:
+        opts["path"] = str(Path(opts["path"]).expanduser().resolve())
+    return benchmark, opts
+
+
 STUDY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 """What a study name may be: it names the default output folder ``runs/tune/<study-name>``."""
 
@@ -72,7 +95,11 @@ def default_study_name(benchmark: str, method: str) -> str:
 
 @dataclasses.dataclass
 class TuneConfig:
-    """Everything one ``bimu tune`` worker needs (see the module docstring for the semantics)."""
+    """Everything one ``bimu tune`` worker needs (see the module docstring for the semantics).
+
+    ``overrides`` are hyperparameters held fixed (``--set KEY=VALUE``): not tuned, applied over the
+    preset in every trial and exported with the tuned values. ``start_from_preset``: a new study's first
+    trial is the preset (:func:`bimu.tune.search.preset_point`)."""
 
     benchmark: str
     method: str
@@ -85,6 +112,8 @@ class TuneConfig:
     seeds: tuple[int, ...] = (0,)
     preset: str | None = None
     benchmark_options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    overrides: dict[str, Any] = dataclasses.field(default_factory=dict)
+    start_from_preset: bool = False
     timeout: float | None = None
     heartbeat_interval: int = 60
     grace_period: int | None = None
@@ -129,14 +158,19 @@ class TuneConfig:
         if not c.poll_interval > 0:
             raise ValueError(f"poll interval must be > 0, got {c.poll_interval}")
         storage_kind(c.storage)  # an unknown scheme fails here, before anything starts
-        c.study_name = check_study_name(c.study_name or default_study_name(c.benchmark, c.method))
+        c.benchmark, c.benchmark_options = own_data_benchmark(c.benchmark, c.benchmark_options)
+        if not isinstance(c.overrides, Mapping):
+            raise ValueError(f"overrides must be a mapping of hyperparameter names to values, got {c.overrides!r}")
+        c.overrides = dict(c.overrides)
+        c.study_name = check_study_name(c.study_name or default_study_name(_study_base(c), c.method))
         c.out_dir = str(c.out_dir or Path("runs") / "tune" / c.study_name)
         c.benchmark_options = tune_benchmark_options(c.benchmark, c.benchmark_options)
         return c
 
     def study_identity(self) -> dict[str, Any]:
-        """What every worker of one study must agree on (stored as a study user attribute)."""
-        return {
+        """What every worker of one study must agree on (stored as a study user attribute; the fixed
+        ``overrides`` only when there are some, so studies from before they existed still match)."""
+        return ({"overrides": dict(self.overrides)} if self.overrides else {}) | {
             "benchmark": self.benchmark,
             "method": self.method,
             "preset": self.preset,
@@ -146,3 +180,11 @@ class TuneConfig:
             "benchmark_options": dict(self.benchmark_options),
             "evaluator": self.evaluator,
         }
+
+
+def _study_base(config: TuneConfig) -> str:
+    """The first part of the default study name: the benchmark, or the stem of the own data file."""
+    path = config.benchmark_options.get("path") if config.benchmark == "npz" else None
+    if not isinstance(path, str) or not path:
+        return config.benchmark
+    return re.sub(r"[^A-Za-z0-9._-]", "_", Path(path).stem).lstrip("._-") or config.benchmark

@@ -12,12 +12,18 @@ evaluation, with the user attribute ``bimu_over_budget``. A worker whose remaini
 other workers waits for them (and fails/retries them if they die, :mod:`bimu.tune.storage`), so every
 worker returns once the study is complete and each exports the best trial.
 
+**Start at the preset** (``start_from_preset``, ``--start-from-preset``): a new study's first trial is
+the preset itself (its values of the searched hyperparameters, :func:`preset_point`), so even a short
+search exports nothing that scored below the preset on the validation split.
+
 **Export.** The best trial is written to ``<out>/best_config.json`` (and to ``export`` if given), a
 config that ``bimu run --config FILE`` accepts (run-config keys only)::
 
     {"benchmark": "pmnist", "method": "bimu", "preset": "pmnist-100", "overrides": {"lr": 4.9, ...}}
 
-(plus ``"hidden"`` when the study set hidden widths). ``<out>/best_trial.json`` holds the
+(plus ``"hidden"`` when the study set hidden widths; ``overrides`` also hold the study's fixed values,
+``--set``; for your own data ``"benchmark"`` is the ``.npz`` file's path, so the run trains on all of its
+training rows and reports the test rows). ``<out>/best_trial.json`` holds the
 provenance: study, trial number, value, weights, validation options, H per task. The tuning options
 (validation split, 10 tuning tasks) are not part of the exported config.
 """
@@ -39,7 +45,7 @@ import numpy as np
 from bimu.tune.config import TuneConfig
 from bimu.tune.evaluators import TuneSetupError, resolve_evaluator
 from bimu.tune.objective import h_from_row, h_per_task
-from bimu.tune.spaces import check_search_space, suggest_hparams
+from bimu.tune.spaces import ALIASES, SpaceRecorder, check_search_space, get_search_space, suggest_hparams
 from bimu.tune.storage import fail_stale_trials, import_optuna, make_storage, storage_label
 
 
@@ -116,6 +122,60 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def _fixed_hparams(cls, overrides, preset) -> dict[str, Any]:
+    """The study's fixed hyperparameters (``--set``), each coerced by its declaration; ValueError naming a
+    key the method does not declare or a bad value, before any trial."""
+    if not overrides:
+        return {}
+    cls.resolve_hyperparameters(dict(overrides), preset=preset)  # unknown keys and bad values, by name
+    return {k: _jsonable(cls.hyperparameters[k].validate(v)) for k, v in overrides.items()}
+
+
+def preset_point(method, preset: str | None, fixed=None) -> dict[str, Any]:
+    """The point of ``method``'s search space that the preset (and the ``fixed`` values) resolve to: each
+    searched hyperparameter that is not fixed, at the value the method would run with, when it lies in
+    the searched range ({} without a preset).
+
+    >>> preset_point("bimu", "pmnist-100", {"lr": 2.0})
+    {'lr_max': 0.0023, 'likelihood_multiplier': 161.3, 'kl_multiplier': 3.76, 'memory_window': 700}
+    """
+    from bimu.methods import get_method
+
+    cls = get_method(method) if isinstance(method, str) else method
+    if preset is None:
+        return {}
+    values = cls.resolve_hyperparameters({}, preset=preset)
+    rec = SpaceRecorder()
+    get_search_space(cls)(rec)
+    aliases = ALIASES.get(cls.info.name, {})
+    point = {}
+    for key, d in rec.distributions.items():
+        name = key if key in values else next((a for a in aliases.get(key, ()) if a in values), None)
+        if name is None or key in (fixed or {}) or name in (fixed or {}):
+            continue
+        v = values[name]
+        if d["kind"] == "categorical":
+            if v in d["choices"]:
+                point[key] = v
+        elif d["low"] <= v <= d["high"]:
+            point[key] = int(v) if d["kind"] == "int" else float(v)
+    return point
+
+
+class _FixedTrial:
+    """An Optuna trial whose ``suggest_*`` returns the fixed value of a fixed hyperparameter (which is
+    then not sampled, so the sampler sees only the tuned ones) and asks the trial for the others."""
+
+    def __init__(self, trial, fixed: dict[str, Any]):
+        self._trial, self._fixed = trial, fixed
+
+    def __getattr__(self, name: str):
+        attr = getattr(self._trial, name)
+        if not name.startswith("suggest_"):
+            return attr
+        return lambda key, *args, **kwargs: self._fixed[key] if key in self._fixed else attr(key, *args, **kwargs)
+
+
 def run_tune(config: TuneConfig, evaluate: Callable[..., np.ndarray] | str | None = None,
              log: Callable[[str], None] | None = None) -> TuneResult:
     """Run one worker of the study described by ``config`` until the study's budget is spent.
@@ -136,6 +196,7 @@ def run_tune(config: TuneConfig, evaluate: Callable[..., np.ndarray] | str | Non
         raise ValueError(f"method {config.method!r} has no preset {preset!r}; known: {sorted(cls.presets)}")
     config.preset = preset
     check_search_space(cls, strict=config.strict_space, preset=preset)
+    fixed = _fixed_hparams(cls, config.overrides, preset)
     evaluate_fn = resolve_evaluator(evaluate if evaluate is not None else config.evaluator)
     if evaluate is not None and not isinstance(evaluate, str):
         config.evaluator = "custom"  # a callable given in code: its identity is the caller's business
@@ -152,6 +213,11 @@ def run_tune(config: TuneConfig, evaluate: Callable[..., np.ndarray] | str | Non
     study = optuna.create_study(storage=storage, study_name=config.study_name, direction="maximize",
                                 load_if_exists=True, sampler=sampler, pruner=pruner)
     _check_identity(study, config)
+    if config.start_from_preset and not study.get_trials(deepcopy=False):
+        start = preset_point(cls, preset, fixed)
+        if start:
+            study.enqueue_trial(start, user_attrs={"bimu_start": "preset"})
+            log(f"first trial: the preset {preset!r} ({start})")
     log(f"study {config.study_name!r} on {label}: {_counts(study)['finished']}/{config.trials} "
         f"trials finished")
 
@@ -173,7 +239,7 @@ def run_tune(config: TuneConfig, evaluate: Callable[..., np.ndarray] | str | Non
                     system_attrs={k: v for k, v in frozen.system_attrs.items()
                                   if k in ("failed_trial", "retry_history")}))
             raise _OverBudget(f"trial {trial.number} is past the budget of {config.trials}")
-        tuned = suggest_hparams(cls, trial, strict=config.strict_space)
+        tuned = {**suggest_hparams(cls, _FixedTrial(trial, fixed), strict=config.strict_space), **fixed}
         hparams = cls.resolve_hyperparameters(tuned, preset=preset)
         trial.set_user_attr("hparams", {k: _jsonable(v) for k, v in tuned.items()})
 
@@ -257,12 +323,14 @@ def best_config(study, config: TuneConfig, trial=None) -> dict[str, Any]:
 
     Only run-config keys (:data:`RUN_CONFIG_KEYS`): ``preset`` is the preset the study tuned on
     (``"none"`` when it had none, so the run resolves the very same hyperparameters),
-    ``overrides`` the tuned values, ``hidden`` only when the study set hidden widths. The tuning
-    options (``validation``, the number of tuning tasks) are not exported.
+    ``overrides`` the tuned (and fixed) values, ``hidden`` only when the study set hidden widths. The tuning
+    options (``validation``, the number of tuning tasks) are not exported; your own data's file is the
+    ``benchmark`` (its path), trained on whole and tested on its test rows by ``bimu run``.
     """
     trial = trial if trial is not None else study.best_trial
+    path = config.benchmark_options.get("path") if config.benchmark == "npz" else None
     out: dict[str, Any] = {
-        "benchmark": config.benchmark,
+        "benchmark": path if isinstance(path, str) and path else config.benchmark,
         "method": config.method,
         "preset": config.preset if config.preset is not None else "none",
         "overrides": dict(trial.user_attrs.get("hparams") or trial.params),

@@ -1,0 +1,46 @@
+"""``bimu warmup`` and the one-line notice while kernels compile."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from bimu import cli
+from bimu.engine import notice
+from bimu.experiments.warmup import warmup, warmup_plan
+
+
+@pytest.fixture
+def fresh_notice(monkeypatch):
+    monkeypatch.setattr(notice, "NOTICE_AFTER", 0.05)
+    monkeypatch.setattr(notice, "_announced", set())
+
+
+def test_a_slow_call_is_announced_once_and_a_fast_one_never(fresh_notice, capsys):
+    with notice.compile_notice("k", "the test kernel"):
+        pass
+    time.sleep(0.15)
+    assert capsys.readouterr().err == ""
+    for _ in range(2):
+        with notice.compile_notice("k", "the test kernel"):
+            time.sleep(0.3)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("bimu: compiling the test kernel for this network")
+    assert "bimu warmup" in err
+
+
+def test_the_plan_covers_every_preset_k():
+    plan = warmup_plan(["bimu", "sgd"])
+    assert ("bimu", 5) in plan and ("bimu", 10) in plan and ("sgd", None) in plan
+    assert len(plan) == len(set(plan))
+    with pytest.raises(ValueError, match="no fused kernels for 'nope'"):
+        warmup_plan(["nope"])
+
+
+def test_warmup_runs_and_the_cli_refuses_unknown_methods(capsys):
+    lines = []
+    assert warmup(["sgd"], log=lines.append) == 1
+    assert len(lines) == 1 and lines[0].startswith("sgd float32: ")
+    assert cli.main(["warmup", "--methods", "nope"]) == 2
+    assert capsys.readouterr().err.startswith("bimu: error: no fused kernels for 'nope'")
