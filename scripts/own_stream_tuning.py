@@ -97,10 +97,10 @@ def bimu(argv: list[str], log) -> None:
 
 
 def test_accuracy(run_root: Path, seeds) -> tuple[float, float]:
-    """Mean and standard deviation over ``seeds`` of the final mean test accuracy of the runs under ``run_root``."""
+    """Mean and sample standard deviation over ``seeds`` of the final mean test accuracy of the runs under ``run_root``."""
     values = [json.loads((run_root / "npz-bimu" / f"seed-{s}" / "summary.json").read_text())["final_mean_acc"]
               for s in seeds]
-    return float(np.mean(values)), float(np.std(values))
+    return float(np.mean(values)), float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
 
 
 def measure(name: str, path: str, hidden: list[int], fixed: list[str], out: Path, seeds, trials: int, log) -> dict:

@@ -108,8 +108,8 @@ def test_claim_three_clear_win_at_the_end_of_a_curve(rows):
            "bayesbinn-vr-0.1": seeds(0.03, [0.50, 0.51, 0.52]), "bayesbinn-vr-0.2": seeds(0.01, [0.30, 0.31, 0.32]),
            "ste-aleatoric-0.01": seeds(0.03, [0.60, 0.61, 0.62]), "ste-aleatoric-0.05": seeds(0.01, [0.40, 0.41, 0.42])}
     assert al_claims.claim_methods(rows, res) == (
-        "holds: BiMU VR minus each at matched queried fractions: MESU VR 2.09%: +8.00 ± 0.82 (mean +8.00 ± 0.82: "
-        "holds); BayesBiNN VR 2.09%: +55.10 ± 0.82 (mean +55.10 ± 0.82: holds); STE Aleatoric 2.09%: +45.10 ± 0.82 "
+        "holds: BiMU VR minus each at matched queried fractions: MESU VR 2.09%: +8.00 ± 0.82 (against its end, MESU "
+        "VR 0.1 at 2.08%) (mean +8.00 ± 0.82: holds); BayesBiNN VR 2.09%: +55.10 ± 0.82 (mean +55.10 ± 0.82: holds); STE Aleatoric 2.09%: +45.10 ± 0.82 "
         "(mean +45.10 ± 0.82: holds)")
 
 

@@ -195,3 +195,27 @@ def test_emulated_head_8192_19_equals_host():
     r = emulate.run_case(case, "m7")
     emulate.check_against_host(case, r)
     assert r.train > 19 * 8192 and r.inference > 19 * 8192
+
+
+@needs_arm
+@pytest.mark.parametrize("core", ["m4", "m7"])
+def test_an_active_stream_prefix_on_the_device_is_the_host_builds(core):
+    """The first 120 examples of a real Permuted-MNIST stream (784 -> 10 head, K = 2, ask when the two
+    samples disagree) through the learner on the emulated core: the same labels asked and the same
+    predictions as the host build, and on the Cortex-M7 (double-precision FPU, newlib's current libm) the
+    same final lambda bits too and, built with the engine's summation order, the same labels as the
+    Python learner. The Cortex-M4's float libm is not glibc's: its softmax expf differs from the host's
+    in the last bit on about one input in 10^4, and lambda drifts by float rounding."""
+    import os
+
+    if not os.environ.get("BIMU_DATA_DIR"):
+        pytest.skip("BIMU_DATA_DIR is not set (MNIST)")
+    from bimu.data.benchmarks import get_benchmark
+    from bimu.reproduce.device_stream import emulated_prefix
+
+    bench = get_benchmark("pmnist", n_tasks=1)
+    r = emulated_prefix(bench, 120, core=core, seed=1, preset="pmnist-100", engine_order=(core == "m7"))
+    assert r["examples"] == 120 and 5 < r["labels_queried"] < 115
+    assert r["same_decisions"], (r["labels_queried"], sum(r["host_asked"]))
+    if core == "m7":
+        assert r["matches_host"] and r["matches_python"]

@@ -34,6 +34,7 @@ def test_unchanged_settings_give_the_runs_own_numbers_to_the_bit(finished_run):
     out = evaluate_run(rd.path, tasks=["all"])
     last = res["records"][-1]
     assert out["after_task"] == 2 and [r["task"] for r in out["tasks"]] == [0, 1, 2]
+    assert out["after_task_number"] == 3 and [r["task_number"] for r in out["tasks"]] == [1, 2, 3]  # as printed
     assert [r["acc"] for r in out["tasks"]] == [float(a) for a in res["R"][2]]  # the final row of the matrix
     assert out["tasks"][2]["ood_auc"] == last["ood_auc"]  # current task vs Fashion-MNIST, every score
     assert out["scores"] == ["epistemic", "aleatoric", "variation_ratio"]

@@ -64,7 +64,8 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                                      "y_train, x_test, y_test; optional task_train, task_test, x_ood) or "
                                      "a FOLDER of images (train/ and test/, each [<task>/]<class>/*.jpg)")
     g = p.add_argument_group("stream and method")
-    g.add_argument("--method", default=_S, help="method name (default bimu)")
+    g.add_argument("--method", default=_S, help="method name, in any letter case or as the paper writes it "
+                                                "(default bimu; 'bimu list' lists them)")
     g.add_argument("--tasks", type=int, default=_S, help="number of tasks (default: all of a fixed benchmark's tasks; 10 for pmnist)")
     g.add_argument("--seeds", type=int, nargs="+", default=_S, help="seeds, one run directory each (default 0)")
     g.add_argument("--hidden", type=int, nargs="*", default=_S,

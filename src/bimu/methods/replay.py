@@ -71,10 +71,14 @@ class ExperienceReplayMethod(SGDMethod):
     from the method's seeded ``train_generator``; the buffer is saved by ``state_dict`` and in
     checkpoints. The network and its initial weights are the SGD baseline's of the same seed.
 
-    No presets: the default ``lr`` is the SGD baseline's Permuted-MNIST one (``pmnist-100``), so that
-    ``bimu run pmnist`` compares the two at the same learning rate. Memory: the parameters plus the
-    buffer, allocated in full, ``buffer_size * (4 * features + 8)`` bytes (3.14 MB for the default 1000
-    Permuted-MNIST examples).
+    No presets. The default ``lr`` is the SGD baseline's Permuted-MNIST one (``pmnist-100``), so that
+    ``bimu run pmnist`` compares the two at the same learning rate. The default replay minibatch is as
+    large as the incoming batch of a batch-size-1 stream, as the paper replays as many stored examples
+    as the stream brings (10 and 10); a larger one gives the new example a smaller share of the loss,
+    ``1 / (1 + replay_batch_size)``: it forgets less and learns each new task more slowly.
+
+    Memory: the parameters plus the buffer, allocated in full, ``buffer_size * (4 * features + 8)``
+    bytes (3.14 MB for the default 1000 Permuted-MNIST examples).
     """
 
     info = MethodInfo(name="replay", paper_name="Experience Replay", network="real-relu-mlp",
@@ -83,7 +87,8 @@ class ExperienceReplayMethod(SGDMethod):
     hyperparameters = hyperparameter_table(
         learning_rate(9e-4),
         positive("buffer_size", int, 1000, "M: examples the reservoir buffer holds (allocated in full)"),
-        positive("replay_batch_size", int, 10, "stored examples replayed with each incoming batch"),
+        positive("replay_batch_size", int, 1, "stored examples replayed with each incoming batch (1: as many as "
+                 "a batch-size-1 stream brings, the paper's equal stream and memory batches)"),
         bias_switch(),
     )
     presets: dict[str, dict[str, Any]] = {}

@@ -110,7 +110,8 @@ def _acc(p: Point) -> str:
 
 
 def _points(diffs) -> str:
-    return ", ".join(f"{pct(q)}: {_pm(d, s)}" for q, d, s in diffs)
+    return ", ".join(f"{pct(q)}: {_pm(d, s)}" + ("" if where == "interpolated" else f" (against {where})")
+                     for q, d, s, where in diffs)
 
 
 def _summary(name: str, diffs) -> tuple[str, str]:

@@ -170,3 +170,39 @@ def c_stream(bench, *, seed: int = 0, preset: str = "openloris-8192-imbalanced",
     return _summary(R, final, asked, seconds, c.lam.copy(),
                     {"learner": "c", "precision": dtype, "compact": None, "engine": "c-host",
                      "state_bytes": c.state_bytes})
+
+
+def emulated_prefix(bench, n_examples: int, *, core: str = "m7", seed: int = 0,
+                    preset: str = "openloris-8192-imbalanced", mc_samples: int = 2, threshold: float = 0.5,
+                    engine_order: bool = False) -> dict:
+    """The first ``n_examples`` of the stream's first task through the float32 C learner on an emulated
+    Cortex-M core (:func:`bimu.edge.emulate.run_stream`), with the Python learner's per-example keys,
+    beside the host build of the same learner and the Python learner (fused engine, float32) on the same
+    examples. ``engine_order``: the device build sums its queries in the engine's order
+    (``BIMU_QUERY_DOT8 1``); by default it uses the device's masked sums.
+
+    Returns ``{"asked", "host_asked", "python_asked"}`` (lists of bools), ``matches_host`` (same queries,
+    predictions and final lambda bits as the host build), ``same_decisions`` (same queries and
+    predictions), ``matches_python`` (same queries) and the counts. On a core without a double-precision
+    FPU the softmax's ``expf`` is not the host's (see ``c/emu/bimu_emu_libm.c``), so lambda can drift from
+    the host's in its last bits over a long stream."""
+    from bimu.active.blocks import learn_in_blocks
+    from bimu.active.learner import QUERY_KEY_RANGE, ActiveLearner, make_acquisition
+    from bimu.active.threshold import vote_threshold
+    from bimu.edge.emulate import run_stream
+
+    x, y = bench.train_task(0, seed)
+    n = min(int(n_examples), len(y))
+    X, Y = x[:n].numpy().astype(np.float32), y[:n].numpy().astype(np.int64)
+    method = _method([bench.n_features, bench.n_classes], seed, preset, "float32")
+    learner = ActiveLearner(method, make_acquisition("vr", threshold=threshold, mc_samples=mc_samples, seed=seed))
+    gen = torch.Generator()
+    gen.set_state(learner.query_generator.get_state())
+    keys = torch.randint(0, QUERY_KEY_RANGE, (n,), generator=gen).numpy()
+    flags = ["-DBIMU_QUERY_DOT8=1"] if engine_order else []
+    r = run_stream(method, X, Y, keys, mc_samples, vote_threshold(threshold, mc_samples), core, flags)
+    learn_in_blocks(learner, torch.from_numpy(X), torch.from_numpy(Y), task=0)
+    python_asked = [bool(a) for a in learner.ledger.asked.tolist()]
+    return {"core": core, "examples": n, "asked": r.asked, "host_asked": r.host_asked, "python_asked": python_asked,
+            "labels_queried": int(sum(r.asked)), "right": r.right, "lambda_hash": f"0x{r.hash:016X}",
+            "matches_host": r.matches_host, "same_decisions": r.same_decisions, "matches_python": r.asked == python_asked}
