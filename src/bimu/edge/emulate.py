@@ -5,9 +5,8 @@ Toolchain (Debian's packages; ``scripts/ci_arm.sh`` installs them): ``arm-none-e
 and ``qemu-system-arm``. Cores (:data:`CORES`): QEMU's ``mps2-an386`` board (Cortex-M4, FPv4-SP, the
 float32 FPU of an STM32F4) and ``mps2-an500`` (Cortex-M7 with the FPv5 double-precision FPU that QEMU
 models, as on an STM32F76x/F77x or H7; the learners' LayerNorm statistics are double).
-Programs: ``c/emu/bimu_bench.c`` on the bare-metal
-start-up ``c/emu/mps2_startup.c`` and memory map ``c/emu/mps2.ld`` (no C library start-up, console and
-exit status through semihosting).
+Programs: ``c/emu/bimu_bench.c`` on the bare-metal start-up ``c/emu/mps2_startup.c`` and memory map
+``c/emu/mps2.ld`` (no C library start-up, console and exit status through semihosting).
 
 Flags: the numeric flags are those of the host build, ``-std=c99 -O2 -ffp-contract=off``
 (:data:`bimu.edge.clearner.CFLAGS`), so the compiler contracts nothing but the sources' explicit
@@ -17,7 +16,7 @@ With the same flags the float32 learners compute the same bits on the host and o
 (:attr:`BenchResult.matches_host`) where their library functions agree: on a core without a
 double-precision FPU newlib's ``fma`` rounds twice and its ``expf`` is the old fdlibm one, so those builds
 link ``c/emu/bimu_emu_libm.c`` (a correctly rounded ``fma``; an ``expf`` closer to the host's, which still
-differs from glibc's on about one input in 10^4). :func:`run_stream` runs a whole active stream.
+differs from glibc's on about one input in 10^4). :func:`bimu.edge.emulated_stream.run_stream` runs a whole active stream.
 
 Counting (:data:`INSTRUCTIONS_PER_TICK`): QEMU runs with ``-icount shift=0``, one nanosecond of
 virtual time per executed instruction, and the board's SysTick counts the 25 MHz system clock, so one
@@ -499,87 +498,3 @@ def profile(method: str, sizes: Sequence[int], core: str = "m7", seed: int = 0, 
             proc.wait(timeout)
     return {ph: dict(per[ph].most_common()) for ph in ("infer", "train")}
 
-
-# ----------------------------------------------------------------------------- an active stream on the device
-@dataclasses.dataclass
-class StreamResult:
-    """An active stream on one core (:func:`run_stream`) beside the host build of the same learner."""
-
-    core: str
-    asked: list[bool]
-    right: int
-    hash: int
-    host_asked: list[bool]
-    host_right: int
-    host_hash: int
-
-    @property
-    def matches_host(self) -> bool:
-        """The device asked for the same labels, predicted the same and ended with the host's lambda bits."""
-        return (self.asked, self.right, self.hash) == (self.host_asked, self.host_right, self.host_hash)
-
-    @property
-    def same_decisions(self) -> bool:
-        """The device asked for the same labels and predicted as many right as the host build."""
-        return (self.asked, self.right) == (self.host_asked, self.host_right)
-
-
-def run_stream(method, X, Y, keys, k: int, need: int, core: str = "m7", extra_flags: Sequence[str] = (),
-               timeout: float = 600) -> StreamResult:
-    """The float32 C learner of the fused BiMU ``method`` (its lambda, hyperparameters, keys and step
-    counter) on an active stream: for each row of ``X`` (labels ``Y``, 62-bit query keys ``keys``),
-    ``bimu_observe`` with ``k`` hard samples, asking iff the dissent reaches ``need``, then ``bimu_learn``
-    only for the examples it asked about, as a firmware does (``c/emu/bimu_stream.c``), cross-built for
-    ``core`` and run under QEMU; the same stream through the host build (ctypes, same configuration and
-    flags) gives the reference."""
-    from bimu.edge.clearner import CLearner
-    from bimu.engine.hparams import BinaryHP
-
-    X = np.ascontiguousarray(X, dtype=np.float32)
-    Y = np.asarray(Y, dtype=np.int64)
-    keys = [int(v) for v in keys]
-    if not (len(X) == len(Y) == len(keys)) or X.ndim != 2 or X.shape[1] != method.sizes[0]:
-        raise ValueError(f"X [N, {method.sizes[0]}], Y [N] and keys [N] must agree, got {X.shape}, {Y.shape}, {len(keys)}")
-    c = CLearner.from_method(method, query_samples=k, double=False, extra_flags=extra_flags)
-    if c.kind != "bimu":
-        raise ValueError("run_stream runs BiMU learners")
-    c.set_query(k, need)
-    host_asked, host_right = [], 0
-    for x, y, key in zip(X, Y, keys):
-        pred, ask = c.observe(x, key)
-        host_asked.append(bool(ask))
-        host_right += int(pred == y)
-        if ask:
-            c.learn(x, int(y))
-    h = method._hp
-    coeffs = [h[i] for i in range(6)] + [h[BinaryHP.GATE], h[BinaryHP.LN_EPS]]
-    data = [f"#define STREAM_N {len(Y)}", f"#define STREAM_K {int(k)}", f"#define STREAM_NEED {int(need)}",
-            f"#define STREAM_TRAIN_KEY {int(method.train_key)}ULL", f"#define STREAM_EVAL_KEY {int(method.eval_key)}ULL",
-            f"#define STREAM_TRAIN_STEP {int(method.train_step)}ULL",
-            f"static const float stream_w0[{method.lam.size}] = {{{_hex(np.asarray(method.lam, np.float32))}}};",
-            f"static const double stream_hp[8] = {{{_hex(coeffs)}}};",
-            f"static const float stream_x[{X.size}] = {{{_hex(X)}}};",
-            f"static const int stream_y[{len(Y)}] = {{{', '.join(str(int(v)) for v in Y)}}};",
-            f"static const uint64_t stream_keys[{len(Y)}] = {{{', '.join(f'{v}ULL' for v in keys)}}};"]
-    files = {"bimu_config.h": c.config,
-             "bimu_stream_data.h": "/* bimu_stream_data.h - generated by bimu.edge.emulate.run_stream */\n"
-                                   + "\n".join(data) + "\n"}
-    cc = CORES[core]
-    src, emu = _c_dir(), _c_dir() / "emu"
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
-        for name, text in files.items():
-            (folder / name).write_text(text)
-        elf = folder / f"stream-{core}.elf"
-        _run(["arm-none-eabi-gcc", *NUMERIC_FLAGS, *ARM_FLAGS, *cc.flags, *extra_flags, "-I", str(folder), "-I",
-              str(src), "-I", str(emu), "-T", str(emu / "mps2.ld"), str(emu / "mps2_startup.c"),
-              str(emu / "bimu_stream.c"), str(src / "bimu_learn.c"),
-              *([str(emu / "bimu_emu_libm.c")] if cc.single_precision_fpu else []),
-              "-o", str(elf), "-lm", "-lc", "-lgcc"], 300, f"arm-none-eabi-gcc ({cc.name}, stream)")
-        out = run_elf(elf, core, timeout)
-    if "STREAM done" not in out:
-        raise RuntimeError(f"the emulated stream did not finish; its output:\n{out[-2000:]}")
-    asked = re.search(r"^STREAM asked ([01]*)$", out, re.M).group(1)
-    right = int(re.search(r"^STREAM right (\d+)$", out, re.M).group(1))
-    hsh = int(re.search(r"^STREAM hash ([0-9a-f]+)$", out, re.M).group(1), 16)
-    return StreamResult(core, [ch == "1" for ch in asked], right, hsh, host_asked, host_right, c.lambda_hash())

@@ -176,7 +176,7 @@ def emulated_prefix(bench, n_examples: int, *, core: str = "m7", seed: int = 0,
                     preset: str = "openloris-8192-imbalanced", mc_samples: int = 2, threshold: float = 0.5,
                     engine_order: bool = False) -> dict:
     """The first ``n_examples`` of the stream's first task through the float32 C learner on an emulated
-    Cortex-M core (:func:`bimu.edge.emulate.run_stream`), with the Python learner's per-example keys,
+    Cortex-M core (:func:`bimu.edge.emulated_stream.run_stream`), with the Python learner's per-example keys,
     beside the host build of the same learner and the Python learner (fused engine, float32) on the same
     examples. ``engine_order``: the device build sums its queries in the engine's order
     (``BIMU_QUERY_DOT8 1``); by default it uses the device's masked sums.
@@ -189,7 +189,7 @@ def emulated_prefix(bench, n_examples: int, *, core: str = "m7", seed: int = 0,
     from bimu.active.blocks import learn_in_blocks
     from bimu.active.learner import QUERY_KEY_RANGE, ActiveLearner, make_acquisition
     from bimu.active.threshold import vote_threshold
-    from bimu.edge.emulate import run_stream
+    from bimu.edge.emulated_stream import run_stream
 
     x, y = bench.train_task(0, seed)
     n = min(int(n_examples), len(y))
