@@ -97,7 +97,8 @@ def bimu(argv: list[str], log) -> None:
 
 
 def test_accuracy(run_root: Path, seeds) -> tuple[float, float]:
-    """Mean and sample standard deviation over ``seeds`` of the final mean test accuracy of the runs under ``run_root``."""
+    """Mean and sample standard deviation over ``seeds`` of the final mean test accuracy of the runs under
+    ``run_root``."""
     values = [json.loads((run_root / "npz-bimu" / f"seed-{s}" / "summary.json").read_text())["final_mean_acc"]
               for s in seeds]
     return float(np.mean(values)), float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
@@ -162,7 +163,8 @@ def main(argv=None) -> int:
         print(f"| {r['stream']} | {r['network']} | {pct(r['before'])} | {pct(r['before_fixed'])} | {pct(r['after'])} | "
               f"{r['trial']} ({r['validation_H']:.3f}) | {r['tune_seconds']:.0f} |")
     for r in rows:
-        print(f"{r['stream']}: tuned {json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in r['overrides'].items()})}")
+        tuned = {k: round(v, 4) if isinstance(v, float) else v for k, v in r["overrides"].items()}
+        print(f"{r['stream']}: tuned {json.dumps(tuned)}")
     return 0
 
 

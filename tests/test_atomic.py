@@ -21,6 +21,7 @@ ALLOWED = {
     ("edge/clearner.py", 'Path(tmp, "bimu_config.h").write_text(config)'): "into a private temporary build folder",
     ("edge/csign.py", "Path(tmp, name).write_text(text)"): "sources into a private temporary build folder",
     ("edge/emulate.py", "(folder / name).write_text(text)"): "sources into the cross-build's temporary folder",
+    ("edge/emulated_stream.py", "(folder / name).write_text(text)"): "sources into the cross-build's temporary folder",
     ("engine/rowpass.py", 'with os.fdopen(fd, "w") as fh:'): "generated kernel: mkstemp + os.replace",
     ("data/fetch.py", 'with urllib.request.urlopen(url, timeout=timeout) as r, open(dest, "wb") as f:'):
         "download into a temporary folder, verified, then installed atomically",

@@ -3,8 +3,9 @@
 ``add_parser(subparsers)`` registers it (docs/contracts.md). The benchmark is a feature benchmark
 (``animals-ti``, ``objects-ti``, ...) or your own data as ``FILE.npz`` (:mod:`bimu.data.own`); with
 ``--split validation`` a stream is evaluated on its validation split (for a ``.npz``: its ``x_val``/
-``y_val``, else ``--validation-fraction`` of each task's training rows held out and not trained on). :func:`acquisition_from_args` builds the
-query rule from parsed ``bimu run --active`` / ``bimu run-active`` options (:mod:`bimu.cli`).
+``y_val``, else ``--validation-fraction`` of each task's training rows held out and not trained on).
+:func:`acquisition_from_args` builds the query rule from parsed ``bimu run --active`` / ``bimu run-active``
+options (:mod:`bimu.cli`).
 
 >>> import argparse
 >>> acquisition_from_args(argparse.Namespace(active="vr", budget=0.03)).describe()
@@ -34,8 +35,9 @@ def acquisition_from_args(args, seed: int = 0):
 
 
 def _benchmark_options(p):
-    p.add_argument("benchmark", help="animals-ti, objects-ti (stand-ins), openloris, animals, or your own data as "
-                                     "FILE.npz (arrays x_train, y_train, x_test, y_test; optional task_*, x_val, y_val)")
+    p.add_argument("benchmark", help="animals-ti, objects-ti (stand-ins), openloris, animals, or your own data "
+                                     "as FILE.npz (arrays x_train, y_train, x_test, y_test; optional task_*, "
+                                     "x_val, y_val)")
     p.add_argument("--method", default="bimu", help="registered method (default bimu)")
     p.add_argument("--preset", default=None, help="hyperparameter preset (default: the benchmark's)")
     p.add_argument("--hidden", type=int, nargs="*", default=None, metavar="WIDTH",
