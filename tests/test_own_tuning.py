@@ -145,7 +145,7 @@ def test_tune_npz_with_option_path_and_python_form(npz, tmp_path, capsys):
 
     code = cli.main(["tune", "npz", "--option", f"path={npz}", "--option", "validation_fraction=0.5", "--method",
                      "bimu", "--trials", "1", "--hidden", "--set", "n_samples=2", "--out", str(tmp_path / "a"),
-                     "--quiet"])
+                     "--sampler-seed", "0", "--quiet"])
     err = capsys.readouterr().err
     assert code == 0 and "has no validation split" not in err, err
     assert json.loads((tmp_path / "a" / "best_config.json").read_text())["hidden"] == []  # --hidden alone: linear
@@ -226,7 +226,7 @@ def test_the_issues_commands_no_longer_fail(npz, tmp_path, capsys):
     """The commands of the report, as typed there: no 'has no validation split', no 'unknown benchmark'."""
     pytest.importorskip("optuna")
     code = cli.main(["tune", "npz", "--option", f"path={npz}", "--method", "bimu", "--trials", "1",
-                     "--out", str(tmp_path / "t"), "--quiet"])
+                     "--sampler-seed", "0", "--out", str(tmp_path / "t"), "--quiet"])
     err = capsys.readouterr().err
     assert code == 0 and "has no validation split" not in err, err
     assert (tmp_path / "t" / "best_config.json").is_file()

@@ -259,8 +259,11 @@ def test_quick_scale_and_stand_in_rows_are_not_judged():
     assert not any("†" in c for r in table.rows for c in r)
 
 
-def test_dry_run_lists_runs_states_and_estimates_without_training(tmp_path, capsys):
+def test_dry_run_lists_runs_states_and_estimates_without_training(tmp_path, capsys, monkeypatch):
     from bimu.rundir import RunDir, seed_dir
+
+    # no committed runs to estimate from (tests/test_reproduce_estimates.py: estimates from them)
+    monkeypatch.setenv("BIMU_COMMITTED_RUNS", str(tmp_path / "no-committed-runs"))
 
     opts = spec.Options(seeds=(0, 1), scale="full", out=str(tmp_path))
     mw = {r.slug: r for r in pmnist.rows_memory_window(opts)}
@@ -282,7 +285,8 @@ def test_dry_run_lists_runs_states_and_estimates_without_training(tmp_path, caps
                  "--rows", "bimu-N100", "bayesbinn"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "memory-window: 4 runs (1 stopped, 3 to run)"  # left: (60 + 100) tasks x 21 s = 56 min
-    assert out[-1] == "work left: 56 min of one core (+ 2 not estimated: no started run of their kind under OUT/runs)"
+    assert out[-1] == ("work left: 56 min of one core "
+                       "(+ 2 not estimated: no run of their kind started under OUT/runs or committed)")
     # --first-seed: seed 1 alone (another queue or machine runs seed 0), its run to do
     assert main(["reproduce", "memory-window", "--dry-run", "--seeds", "1", "--first-seed", "1", "--out",
                  str(tmp_path), "--rows", "bimu-N100"]) == 0

@@ -56,7 +56,8 @@ def test_roundtrip_and_semantic_keys():
     assert c.replace(threads=2).semantic_dict() == c.semantic_dict()
     with pytest.raises(ValueError, match="unknown config key"):
         c.replace(nope=1)
-    assert c.schedule == EvalSchedule()
+    # a run's default schedule: EvalSchedule's, with the full matrix for streams of up to 100 tasks
+    assert c.schedule == EvalSchedule(all_max=100)
 
 
 def test_parse_override():

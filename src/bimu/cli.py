@@ -60,6 +60,8 @@ def describe_error(e: BaseException) -> str:
 # ------------------------------------------------------------------------------- run
 def add_run_options(p: argparse.ArgumentParser) -> None:
     """The options of ``bimu run`` (defaults are :class:`~bimu.experiments.config.RunConfig`'s)."""
+    from bimu.experiments.schedule import DEFAULT_ALL_MAX, PREQUENTIAL_EVERY
+
     p.add_argument("benchmark", help="benchmark name (e.g. pmnist) or your own data as FILE.npz (arrays x_train, "
                                      "y_train, x_test, y_test; optional task_train, task_test, x_ood) or "
                                      "a FOLDER of images (train/ and test/, each [<task>/]<class>/*.jpg)")
@@ -83,7 +85,11 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--test-limit", type=int, default=_S, help="test (and OOD) examples (default all)")
     g.add_argument("--config", dest="config_file", default=None,
                    help="JSON file of config keys (command-line options override it)")
-    e = p.add_argument_group("evaluation schedule (the current task is always evaluated after training)")
+    e = p.add_argument_group("evaluation schedule (the current task is always evaluated after training; by default "
+                             f"every seen task too, the full accuracy matrix, up to {DEFAULT_ALL_MAX} tasks, and "
+                             "beyond the paper's schedule: the current task, then the final row; as fit_stream)")
+    e.add_argument("--eval-all-max", type=int, default=_S, help="longest stream whose every seen task is evaluated "
+                   f"after every task (default {DEFAULT_ALL_MAX}; 0: never)")
     e.add_argument("--eval-all-every", type=int, default=_S, help="all seen tasks every K tasks (0: never)")
     e.add_argument("--eval-sample-every", type=int, default=_S, help="a random sample of seen tasks every K tasks")
     e.add_argument("--eval-sample-size", type=int, default=_S, help="size of that sample (default 10)")
@@ -98,6 +104,10 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     e.add_argument("--eval-batch-size", type=int, default=_S, help="examples per prediction batch (1000)")
     e.add_argument("--no-ood", dest="ood", action="store_false", default=_S, help="skip OOD ROC-AUC")
     e.add_argument("--ood-every", type=int, default=_S, help="OOD AUC every K tasks (default 1; 0: only at the end)")
+    e.add_argument("--prequential-every", type=int, default=_S,
+                   help=f"test-then-train prediction of every N-th training example (default {PREQUENTIAL_EVERY}, "
+                        "about 1-2%% of the training's time; an active run records every example; 0: none): "
+                        "RUN_DIR/prequential.csv, prequential_acc in metrics and summary")
     e.add_argument("--ood-scores", nargs="+", default=_S,
                    help="scores for OOD AUC (default epistemic aleatoric variation_ratio)")
     r = p.add_argument_group("execution")
@@ -224,7 +234,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from bimu.report import report
-    from bimu.report.plots import group_matrices, plot_accuracy_matrix, plot_accuracy_per_task
+    from bimu.report.plots import (group_matrices, plot_accuracy_matrix, plot_accuracy_per_task, plot_prequential,
+                                   prequential_curves)
 
     if args.check:
         if args.dirs or args.results_page:
@@ -249,14 +260,18 @@ def cmd_report(args: argparse.Namespace) -> int:
     print(table)
     plot = Path(args.plot) if args.plot else Path(args.dirs[0]) / "accuracy_per_task.png"
     heatmap = Path(args.matrix_plot) if args.matrix_plot else plot.with_name("accuracy_matrix.png")
-    matrices = group_matrices(groups)
+    matrices, curves = group_matrices(groups), prequential_curves(groups)
+    prequential = heatmap.with_name("prequential.png")  # beside the heatmap, for runs that recorded a curve
     try:
         plot_accuracy_per_task(groups, plot)
         if matrices:
             plot_accuracy_matrix(matrices, heatmap, title="test accuracy (%), seed mean")
+        if curves:
+            plot_prequential(curves, prequential)
     except OSError as e:
         return _err(f"cannot write the plots {plot}, {heatmap}: {e}")
-    print(f"\nplot: {plot}" + (f"\naccuracy matrix: {heatmap}" if matrices else ""))
+    print(f"\nplot: {plot}" + (f"\naccuracy matrix: {heatmap}" if matrices else "")
+          + (f"\nprequential curve: {prequential}" if curves else ""))
     return 0
 
 
@@ -384,12 +399,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="paper-style table and accuracy plot from run directories",
                        description="Find seed directories under DIR... and print mean ± std over seeds of last-5 "
                                    "accuracy, OOD AUCs, MMRR, BWT, first-task accuracy and steps/s, beside the "
-                                   "paper's Table 1; write a plot of accuracy per task and heatmaps of the accuracy matrices.")
+                                   "paper's Table 1; write a plot of accuracy per task, heatmaps of the accuracy matrices "
+                                   "and, beside them, the prequential (test-then-train) curve of the runs that recorded one.")
     p.add_argument("dirs", nargs="*", metavar="DIR", help="run directories or folders holding them")
     p.add_argument("--plot", default=None, help="PNG path (default DIR/accuracy_per_task.png)")
     p.add_argument("--matrix-plot", default=None,
                    help="PNG path of the accuracy-matrix heatmaps, one per method (default: accuracy_matrix.png "
-                        "beside --plot)")
+                        "beside --plot); the prequential curve goes beside it, prequential.png")
     p.add_argument("--no-paper", action="store_true", help="omit the paper's numbers")
     p.add_argument("--results-page", default=None, metavar="PAGE",
                    help="instead: write the results page PAGE (e.g. docs/results.md) from the bimu reproduce "

@@ -47,6 +47,9 @@ TRAIN_STREAM = 1
 """Stream id of the training (relaxed) uniforms."""
 EVAL_STREAM = 2
 """Stream id of the evaluation (hard-sample) uniforms."""
+PREQUENTIAL_STREAM = 4
+"""Stream id of the generators of a run's test-then-train predictions (:mod:`bimu.experiments.prequential`;
+3 is the device's query stream, :data:`bimu.edge.learner_export.DEVICE_QUERY_STREAM`)."""
 
 _S30 = np.uint64(30)
 _S27 = np.uint64(27)

@@ -1,7 +1,8 @@
 """Run directories: ``<out>/<benchmark>-<method>/seed-<s>/`` with atomically written files.
 
 Files: ``config.json`` (resolved), ``environment.json``, ``metrics.jsonl`` (one line per completed
-task), ``accuracy_matrix.npy`` + ``.csv``, ``summary.json`` (written when the stream is complete),
+task), ``accuracy_matrix.npy`` + ``.csv``, ``prequential.csv`` (the test-then-train predictions, when
+the run records them), ``summary.json`` (written when the stream is complete),
 ``checkpoint.pt`` (method state + runner state after the last completed task), ``error.txt`` (the
 traceback if the seed failed). Every write goes to a temporary file in the same folder, is flushed
 and fsynced, then ``os.replace``-d over the target, so a crash leaves either the old or the new file.
@@ -48,6 +49,11 @@ ERROR = "error.txt"
 LOCK = ".lock"
 RESULT = "result.json"
 """The one file an active-learning run of ``bimu reproduce`` writes when it is done (beside its config)."""
+PREQUENTIAL = "prequential.csv"
+"""A run's test-then-train predictions, one row each (:mod:`bimu.experiments.prequential`)."""
+CONFIG_KEYS_ADDED = {"eval_all_max": 0}
+"""``config.json`` keys added after run directories were made, with the value such a run had: a
+``config.json`` without one is read as having it (resume and report grouping alike)."""
 
 
 METRIC_FIELDS = {"task": int, "acc": (*NUMBER, type(None)), "steps": (int, type(None)),
@@ -373,6 +379,39 @@ class RunDir:
 
     def __repr__(self) -> str:
         return f"RunDir({str(self.path)!r})"
+
+
+def read_prequential(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    """The rows of a ``prequential.csv`` (:data:`PREQUENTIAL`) as int64 arrays ``example``, ``task`` (from
+    1), ``correct``, the float64 ``window_acc`` and the ``window`` it is over, from the last column's name
+    ``acc_last_W`` (arrays empty and ``window`` None when there is no file);
+    :class:`~bimu.untrusted.UntrustedFileError` for a file that is not one (other columns, a bad row).
+
+    >>> import tempfile
+    >>> p = Path(tempfile.mkdtemp()) / PREQUENTIAL
+    >>> _ = p.write_text("example,task,correct,acc_last_100\\n0,1,0,0.0000\\n5,1,1,0.5000\\n")
+    >>> curve = read_prequential(p)
+    >>> {k: v.tolist() for k, v in curve.items() if k != "window"}, curve["window"]
+    ({'example': [0, 5], 'task': [1, 1], 'correct': [0, 1], 'window_acc': [0.0, 0.5]}, 100)
+    """
+    names = ("example", "task", "correct", "window_acc")
+    if not Path(path).exists():
+        return {**{k: np.zeros(0, np.float64 if k == "window_acc" else np.int64) for k in names}, "window": None}
+    text = read_text(path, memory_budget())
+    head, _, body = text.partition("\n")
+    cols = head.strip().split(",")
+    if cols[:3] != ["example", "task", "correct"] or len(cols) != 4 or not cols[3].startswith("acc_last_") \
+            or not cols[3][9:].isdigit():
+        raise UntrustedFileError(f"{path}: not a prequential curve (columns {head.strip()[:80]!r})")
+    try:
+        a = np.loadtxt(io.StringIO(body), delimiter=",", dtype=np.float64, ndmin=2).reshape(-1, 4)
+    except ValueError as e:
+        raise UntrustedFileError(f"{path}: a row that is not four numbers ({e})") from None
+    ints = a[:, :3]
+    if not np.isfinite(a).all() or (ints != np.round(ints)).any() or (ints[:, :2] < 0).any():
+        raise UntrustedFileError(f"{path}: a row whose example, task or correct is not a whole number")
+    return {"example": ints[:, 0].astype(np.int64), "task": ints[:, 1].astype(np.int64),
+            "correct": ints[:, 2].astype(np.int64), "window_acc": a[:, 3].copy(), "window": int(cols[3][9:])}
 
 
 def matrix_csv(R) -> str:

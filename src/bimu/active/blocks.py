@@ -47,9 +47,10 @@ def decides_in_blocks(learner) -> bool:
 
 
 def learn_in_blocks(learner, x: torch.Tensor, y: torch.Tensor, task: int | None = None,
-                    progress=None) -> tuple[int, int]:
+                    progress=None, outcomes: list | None = None) -> tuple[int, int]:
     """Predict, decide and learn one task ``(x, y)`` in stream order (see the module); returns
-    ``(right online predictions, labels asked)``."""
+    ``(right online predictions, labels asked)``. ``outcomes`` (a list) receives whether each example's
+    prediction was right (1) or not (0), in order."""
     method, acq, ledger = learner.method, learner.acquisition, learner.ledger
     K = acq.mc_samples
     n = len(y)
@@ -71,7 +72,10 @@ def learn_in_blocks(learner, x: torch.Tensor, y: torch.Tensor, task: int | None 
         done, pred, dissent = method.query_planes().block(xn[i:i + c], yn[i:i + c], keys[i:i + c], need, mode, K)
         ask = bool(dissent[-1] >= need[done - 1])
         ledger.record_predictions(np.arange(done) == done - 1 if ask else np.zeros(done, dtype=bool), K, task)
-        correct += int((pred == yn[i:i + done]).sum())
+        right = pred[:done] == yn[i:i + done]
+        correct += int(right.sum())
+        if outcomes is not None:
+            outcomes.extend(right.astype(int).tolist())
         method.observe_unlabelled(done - int(ask))
         learner.last_score, learner.last_tau = int(dissent[-1]) / K, int(need[done - 1]) / K
         learner._pending = ask

@@ -91,6 +91,11 @@ class FusedSGD(FusedMethod):
         return out
 
     # ----------------------------------------------------------------- views and state
+    def _float_state(self) -> list[np.ndarray]:
+        """The parameters and the traces, uncopied: what :meth:`check_finite` tests after every call (a
+        walk of :meth:`modules_state` copies them and costs tens of ms per ``learn_many`` call)."""
+        return [self.theta, *(getattr(self, name) for name in self._traces)]
+
     def parameters_np(self) -> list[np.ndarray]:
         """Views of the parameters in the torch method's ``model.parameters()`` order (weight, bias of
         each layer; weights only without biases); writing into them changes the model."""

@@ -117,6 +117,11 @@ class FusedSTE(FusedMethod):
         return out
 
     # ----------------------------------------------------------------- views and state
+    def _float_state(self) -> list[np.ndarray]:
+        """The floating arrays of :meth:`modules_state`, uncopied (tested after every call: a walk of
+        :meth:`modules_state` copies them and costs tens of ms per ``learn_many`` call)."""
+        return [self.Wh, self.mW, self.vW, *((self.NP, self.mN, self.vN, self.RM, self.RV) if self._norm else ())]
+
     def parameters_np(self) -> list[np.ndarray]:
         """Views of the latent weights (one ``[out, in]`` array per layer), then of the norms' ``gamma``
         and ``beta`` of each layer: the torch network's ``parameters()`` order."""
@@ -191,6 +196,10 @@ class FusedSynapticMetaplasticity(FusedSTE):
         if task is None or task >= len(self.task_affine_bank):
             return super()._eval_norm()
         return self._split_norm(self.task_affine_bank[task])
+
+    def _float_state(self):
+        """As :meth:`FusedSTE._float_state`, plus the per-task affine bank."""
+        return [*super()._float_state(), *self.task_affine_bank]
 
     def modules_state(self):
         """As :meth:`FusedSTE.modules_state`, plus the per-task affine bank."""

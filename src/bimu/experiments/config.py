@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bimu.experiments.schedule import FINAL_CHOICES, EvalSchedule
+from bimu.experiments.schedule import DEFAULT_ALL_MAX, FINAL_CHOICES, PREQUENTIAL_EVERY, EvalSchedule
 
 ENGINES = ("auto", "torch", "fused")
 OOD_SCORES = ("epistemic", "aleatoric", "variation_ratio", "predictive_entropy")
@@ -48,7 +48,7 @@ MAX_TASKS = 100_000
 """Most tasks a stream may have (its accuracy matrix alone is ``8 * tasks**2`` bytes: 80 GB at this bound)."""
 MAX_SAMPLES = 1_000_000
 """Most Monte-Carlo samples (``eval_samples``, ``mc_samples``); the memory preflight refuses most below it."""
-NON_SEMANTIC_KEYS = ("seeds", "out", "threads", "data_dir", "engine", "log_to")
+NON_SEMANTIC_KEYS = ("seeds", "out", "threads", "data_dir", "engine", "log_to", "prequential_every")
 
 
 def _int(v):
@@ -130,10 +130,14 @@ class RunConfig:
         preset: ``"auto"``, ``"none"`` or a method preset key.
         overrides: method hyperparameters, name -> value (strings are coerced by the method's types).
         batch_size: examples per update (1 in every paper run).
-        eval_*: the :class:`~bimu.experiments.schedule.EvalSchedule` (same defaults).
+        eval_*: the :class:`~bimu.experiments.schedule.EvalSchedule` (same defaults, but ``eval_all_max``:
+            100, the full lower triangle of the accuracy matrix for streams of up to 100 tasks).
         eval_batch_size: examples per ``predict_samples`` call in evaluation.
         eval_samples: MC samples for evaluation (``None``: the method's default).
         ood, ood_every, ood_scores: OOD ROC-AUC every ``ood_every`` tasks (0: only after the last).
+        prequential_every: the test-then-train prediction of every this-many-th training example
+            (:mod:`bimu.experiments.prequential`; an active run records its learner's prediction of every
+            example; 0: none). It changes no other result, so a run may resume with another value.
         engine: ``auto`` (fused engine when it supports the method, else torch), ``torch`` or ``fused``.
         threads: ``torch.set_num_threads`` and the fused engine's thread count (results do not depend on it).
         out: output root; data_dir: data directory (``None``: ``$BIMU_DATA_DIR``, then user cache).
@@ -164,11 +168,13 @@ class RunConfig:
     eval_final: str = EvalSchedule.final
     eval_final_last: int = EvalSchedule.final_last
     eval_final_all_max: int = EvalSchedule.final_all_max
+    eval_all_max: int = DEFAULT_ALL_MAX
     eval_batch_size: int = 1000
     eval_samples: int | None = None
     ood: bool = True
     ood_every: int = 1
     ood_scores: tuple[str, ...] = ("epistemic", "aleatoric", "variation_ratio")
+    prequential_every: int = PREQUENTIAL_EVERY
     engine: str = "auto"
     threads: int = 1
     out: str = "runs"
@@ -199,10 +205,10 @@ class RunConfig:
             "eval_all_every": (_int, nonneg), "eval_sample_every": (_int, nonneg),
             "eval_sample_size": (_int, pos), "eval_last": (_int, nonneg), "eval_last_every": (_int, pos),
             "eval_final": (_str, (lambda v: v in FINAL_CHOICES, f"one of {FINAL_CHOICES}")),
-            "eval_final_last": (_int, pos), "eval_final_all_max": (_int, pos),
+            "eval_final_last": (_int, pos), "eval_final_all_max": (_int, pos), "eval_all_max": (_int, nonneg),
             "eval_batch_size": (_int, pos), "eval_samples": (_opt(_int), (lambda v: v is None or 1 <= v <= MAX_SAMPLES,
                                                                                    f"in 1..{MAX_SAMPLES} or none")),
-            "ood": (_bool, None), "ood_every": (_int, nonneg),
+            "ood": (_bool, None), "ood_every": (_int, nonneg), "prequential_every": (_int, nonneg),
             "ood_scores": (_tuple(_str), (lambda v: all(s in OOD_SCORES for s in v), f"names from {OOD_SCORES}")),
             "engine": (_str, (lambda v: v in ENGINES, f"one of {ENGINES}")),
             "threads": (_int, pos), "out": (_str, None), "data_dir": (_opt(_str), None),
@@ -282,7 +288,8 @@ class RunConfig:
         return EvalSchedule(all_every=self.eval_all_every, sample_every=self.eval_sample_every,
                             sample_size=self.eval_sample_size, last_m=self.eval_last,
                             last_every=self.eval_last_every, final=self.eval_final,
-                            final_last=self.eval_final_last, final_all_max=self.eval_final_all_max)
+                            final_last=self.eval_final_last, final_all_max=self.eval_final_all_max,
+                            all_max=self.eval_all_max)
 
     def hidden_widths(self) -> tuple[int, ...]:
         """Hidden widths, the benchmark default if not set."""

@@ -42,6 +42,7 @@ import torch
 from bimu.data.own import OwnBenchmark, own_benchmark
 from bimu.experiments.config import RunConfig
 from bimu.experiments.runner import make_learner, make_method, resolved_config
+from bimu.experiments.schedule import DEFAULT_ALL_MAX, PREQUENTIAL_EVERY
 from bimu.experiments.stream import run_stream
 
 
@@ -58,6 +59,10 @@ class StreamResult:
         method: the trained method (``predict_proba``, ``state_dict``...).
         learner: the active learner in active mode, else ``None``.
         engine: ``"fused"`` or ``"torch"``.
+        prequential: the test-then-train curve (:mod:`bimu.experiments.prequential`), numpy arrays
+            ``example`` (global index of each predicted training example), ``task`` (from 1), ``correct``
+            (0/1) and ``window_acc`` (accuracy of the last ``window`` predictions), as ``prequential.csv``
+            holds it; ``None`` with ``prequential_every=0``. ``summary["prequential_acc"]`` is its mean.
 
     :meth:`to_frame` gives the matrix, the task records or the summary as a pandas DataFrame; in a
     notebook the result shows as a table (``_repr_html_``: the summary and the matrix in %).
@@ -69,6 +74,7 @@ class StreamResult:
     method: Any
     learner: Any = None
     engine: str = "torch"
+    prequential: dict[str, Any] | None = None
 
     def to_frame(self, what: str = "accuracy"):
         """A pandas DataFrame (pandas must be installed) of ``what``:
@@ -78,7 +84,8 @@ class StreamResult:
           ``frame.loc[i, j] == accuracy[i, j]``;
         - ``"tasks"``: one row per task record (its numbers, flattened as in ``metrics.csv``: ``task``
           0-based, ``task_number`` from 1, ``acc_task_J`` with J from 1);
-        - ``"summary"``: one row, the summary's numbers (``ood_auc.epistemic``, ``active.asked``...).
+        - ``"summary"``: one row, the summary's numbers (``ood_auc.epistemic``, ``active.asked``...);
+        - ``"prequential"``: one row per test-then-train prediction (:attr:`prequential`).
         """
         try:
             import pandas as pd
@@ -97,7 +104,10 @@ class StreamResult:
                                  for r, rec in zip(rows, self.records)]).set_index("task")
         if what == "summary":
             return pd.DataFrame([scalars(self.summary)])
-        raise ValueError(f"to_frame: what is 'accuracy', 'tasks' or 'summary', got {what!r}")
+        if what == "prequential":
+            return pd.DataFrame({k: v for k, v in (self.prequential or {}).items() if k != "window"},
+                                columns=["example", "task", "correct", "window_acc"])
+        raise ValueError(f"to_frame: what is 'accuracy', 'tasks', 'summary' or 'prequential', got {what!r}")
 
     def _repr_html_(self) -> str:
         """The summary and the accuracy matrix (%) as HTML, for notebooks (tasks numbered from 1 here)."""
@@ -228,7 +238,8 @@ def fit_stream(train, test, method: str = "bimu", *, hidden: Sequence[int] = (10
                preset: str = "auto", engine: str = "auto", task_train=None, task_test=None, x_ood=None,
                n_classes: int | None = None, active: str | None = None, threshold: float | None = None,
                budget: float | None = None, budget_exponent: float = 0.5, mc_samples: int = 10,
-               batch_size: int = 1, eval_all_every: int = 1, eval_samples: int | None = None,
+               batch_size: int = 1, eval_all_every: int = 0, eval_all_max: int = DEFAULT_ALL_MAX,
+               eval_samples: int | None = None, prequential_every: int = PREQUENTIAL_EVERY,
                threads: int = 1, progress: bool = False, callbacks: Sequence = (), log_to: Sequence | str = (),
                log_dir=None, **overrides) -> StreamResult:
     """Train ``method`` online on your stream, task after task, and evaluate it; see the module docs.
@@ -237,9 +248,15 @@ def fit_stream(train, test, method: str = "bimu", *, hidden: Sequence[int] = (10
     preset for the width), ``"none"`` (the method's defaults) or a preset key; ``overrides``: method
     hyperparameters by name (e.g. ``memory_window=700``). ``engine``: ``"auto"``, ``"fused"`` or
     ``"torch"``. ``active``: an acquisition of :func:`bimu.active.make_acquisition` (``"vr"``,
-    ``"entropy"``, ``"random"``...) with ``threshold`` or ``budget``. ``eval_all_every``: evaluate
-    every seen task every K tasks (1: the full accuracy matrix). ``x_ood``: OOD inputs for the OOD
-    ROC-AUC of the uncertainty scores. The same arguments and seed give the same result.
+    ``"entropy"``, ``"random"``...) with ``threshold`` or ``budget``. Evaluation, the same default as
+    ``bimu run``: every seen task after every task for streams of up to ``eval_all_max`` tasks (100: the
+    full accuracy matrix), else the current task after each task and the final row; ``eval_all_every``
+    K also evaluates every seen task every K tasks (1: the full matrix at any length). ``x_ood``: OOD
+    inputs for the OOD ROC-AUC of the uncertainty scores. The same arguments and seed give the same result.
+
+    ``prequential_every``: the test-then-train prediction of every this-many-th training example (an
+    active learner's of every example; 0: none), in :attr:`StreamResult.prequential`, the records and the
+    summary (:mod:`bimu.experiments.prequential`); it changes no other result.
 
     ``threads``: torch's thread count while the stream runs (and the fused engine's), restored after it
     (1 by default, as ``bimu run --threads``: one core per run; results do not depend on it).
@@ -267,7 +284,8 @@ def fit_stream(train, test, method: str = "bimu", *, hidden: Sequence[int] = (10
     config = RunConfig(benchmark="npz", method=method, hidden=tuple(hidden), seeds=(seed,), preset=preset,
                        overrides=overrides, engine=engine, threads=threads, active=active, threshold=threshold,
                        budget=budget, budget_exponent=budget_exponent, mc_samples=mc_samples,
-                       batch_size=batch_size, eval_all_every=eval_all_every, eval_samples=eval_samples,
+                       batch_size=batch_size, eval_all_every=eval_all_every, eval_all_max=eval_all_max,
+                       eval_samples=eval_samples, prequential_every=prequential_every,
                        log_to=tuple(names)).validate()
     bench = as_benchmark(train, test, task_train=task_train, task_test=task_test, x_ood=x_ood, n_classes=n_classes)
     preset_key, hparams, note = config.resolve_hparams()
@@ -280,11 +298,12 @@ def fit_stream(train, test, method: str = "bimu", *, hidden: Sequence[int] = (10
         sinks = _sinks(names, log_dir, config, resolved_config(config, sizes, preset_key, hparams, note, used))
         out = run_stream(bench, model, config.schedule, seed=seed, n_tasks=bench.n_tasks, learner=learner,
                          progress=progress, batch_size=batch_size, eval_samples=eval_samples, ood=x_ood is not None,
-                         sinks=[*sinks, *(s for s in log_to if not isinstance(s, str))], callbacks=callbacks)
+                         sinks=[*sinks, *(s for s in log_to if not isinstance(s, str))], callbacks=callbacks,
+                         prequential_every=config.prequential_every)
     finally:
         torch.set_num_threads(before)
     return StreamResult(accuracy=out["R"], summary=out["summary"], records=out["records"], method=model,
-                        learner=learner, engine=used)
+                        learner=learner, engine=used, prequential=out["prequential"])
 
 
 def _sinks(names, log_dir, config: RunConfig, resolved) -> list:

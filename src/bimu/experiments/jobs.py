@@ -24,6 +24,9 @@ class Job:
     key: str
     fn: Callable[..., int]
     args: tuple = ()
+    label: str = ""
+    """What prefixes each line the job prints when it runs beside others (``pmnist-1000 bimu seed 1``);
+    empty: its ``key``."""
 
     def __call__(self) -> int:
         """Run the job here."""

@@ -8,7 +8,11 @@ OpenMP is not); the function and its arguments are therefore pickled: a module-l
 plain data. Every job writes its own run directory atomically, so jobs never share a file; a job that
 raises, exits non-zero or dies (even from a signal) is reported with exit code 1 and the others go
 on. A KeyboardInterrupt terminates the running children (their completed tasks stay checkpointed)
-and propagates.
+and propagates. Side by side, every line a child prints (its standard output and error, also what
+libraries write to the descriptors) reaches this process's stream of the same name prefixed with the
+job's label, ``[pmnist-1000 bimu seed 1] ...`` (:attr:`~bimu.experiments.jobs.Job.label`). A child ends
+through :mod:`multiprocessing`'s own exit, which runs its finalizers: a lock a library made in the child
+(numba's threading-layer lock is one) is unlinked there, not left to the resource tracker to warn about.
 
 >>> run_jobs([Job("a", int, ("0",)), Job("b", int, ("3",))], n=1, log=lambda s: None)
 {'a': 0, 'b': 1}
@@ -58,14 +62,72 @@ def _call(job: Job, log) -> int:
         return 1
 
 
-def _child(job: Job) -> None:  # pragma: no cover - runs in the forked process
+def _child(job: Job, out=None, err=None) -> None:  # pragma: no cover - runs in the forked process
+    if out is not None:  # standard output and error into the parent's pipes, which label each line
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(out.fileno(), 1)
+        os.dup2(err.fileno(), 2)
+        out.close()
+        err.close()
+        for stream in (sys.stdout, sys.stderr):
+            if hasattr(stream, "reconfigure"):
+                stream.reconfigure(line_buffering=True)
     try:
         code = _call(job, lambda s: print(s, file=sys.stderr, flush=True))
     except KeyboardInterrupt:
         code = 130
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(code)
+    # SystemExit, not os._exit: multiprocessing's exit then runs the child's finalizers, which unlink
+    # and unregister the semaphores made here (numba makes a lock when it starts its threads); skipped,
+    # the resource tracker warns of "leaked semaphore objects" when the command ends
+    sys.exit(code)
+
+
+class _Labelled:
+    """The parent's end of a child's standard output or error: each complete line is written to this
+    process's stream of the same name (``"stdout"``/``"stderr"``) after ``prefix``."""
+
+    def __init__(self, conn, prefix: str, stream: str):
+        self.conn, self.prefix, self.stream, self.buf = conn, prefix, stream, b""
+
+    def _write(self, lines: list[bytes]) -> None:
+        if lines:
+            out = getattr(sys, self.stream)
+            out.write("".join(f"{self.prefix}{x.decode(errors='replace')}\n" for x in lines))
+            out.flush()
+
+    def pump(self) -> bool:
+        """Read what is there and write its complete lines; False once nothing more comes (the child
+        closed its end, or, when not blocking, nothing is waiting); at the end the pipe is closed."""
+        try:
+            data = os.read(self.conn.fileno(), 1 << 16)
+        except BlockingIOError:
+            return False
+        if not data:
+            self.close()
+            return False
+        *lines, self.buf = (self.buf + data).split(b"\n")
+        self._write(lines)
+        return True
+
+    def drain(self) -> None:
+        """Write all that is left once the child has ended (an unfinished last line too), then close
+        (what a process the child left behind writes later is not waited for)."""
+        if not self.conn.closed:
+            os.set_blocking(self.conn.fileno(), False)
+        while not self.conn.closed and self.pump():
+            pass
+        self.close()
+
+    def close(self) -> None:
+        """Write an unfinished last line and close the pipe."""
+        if self.buf:
+            self._write([self.buf])
+            self.buf = b""
+        if not self.conn.closed:
+            self.conn.close()
 
 
 def run_jobs(jobs: Sequence[Job], n: int = 1, log: Callable[[str], None] | None = None,
@@ -93,27 +155,52 @@ def run_jobs(jobs: Sequence[Job], n: int = 1, log: Callable[[str], None] | None 
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(list(PRELOAD))
     pending = list(jobs)
-    running: dict[int, tuple[Job, object]] = {}
+    running: dict[int, tuple[Job, object, list[_Labelled]]] = {}
+    readers: dict[object, _Labelled] = {}
     codes: dict[str, int] = {}
     try:
         while pending or running:
             while pending and len(running) < n:
                 job = pending.pop(0)
-                p = ctx.Process(target=_child, args=(job,), name=f"bimu-job-{job.key}")
-                p.start()
-                running[p.sentinel] = (job, p)
-            for sentinel in wait(list(running)):
-                job, p = running.pop(sentinel)
+                (out_r, out_w), (err_r, err_w) = ctx.Pipe(duplex=False), ctx.Pipe(duplex=False)
+                p = ctx.Process(target=_child, args=(job, out_w, err_w), name=f"bimu-job-{job.key}")
+                try:
+                    p.start()
+                except BaseException:
+                    out_r.close()
+                    err_r.close()
+                    raise
+                finally:
+                    out_w.close()
+                    err_w.close()
+                prefix = f"[{job.label or job.key}] "
+                ends = [_Labelled(out_r, prefix, "stdout"), _Labelled(err_r, prefix, "stderr")]
+                readers.update((e.conn, e) for e in ends)
+                running[p.sentinel] = (job, p, ends)
+            for ready in wait([*running, *readers]):
+                if ready in readers:
+                    if not readers[ready].pump():
+                        del readers[ready]
+                    continue
+                if ready not in running:
+                    continue
+                job, p, ends = running.pop(ready)
                 p.join()
+                for e in ends:
+                    readers.pop(e.conn, None)
+                    e.drain()
                 code = p.exitcode
                 if code not in (0, HELD):
                     why = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
                     log(f"job {job.key} FAILED ({why}); the other jobs go on")
                 codes[job.key] = code if code in (0, HELD) else 1
     except KeyboardInterrupt:
-        for _, p in running.values():
+        for _, p, _ in running.values():
             p.terminate()
-        for _, p in running.values():
+        for _, p, _ in running.values():
             p.join()
         raise
+    finally:
+        for e in readers.values():
+            e.close()
     return {k: codes[k] for k in keys}

@@ -26,7 +26,8 @@ from bimu.engine.build import build_method
 from bimu.experiments.config import RunConfig
 from bimu.methods import get_method
 from bimu.methods.footprint import check_eval_memory, check_step_memory
-from bimu.rundir import CONFIG, ENVIRONMENT, SUMMARY, RunDir, RunDirRefused, environment_info, seed_dir
+from bimu.rundir import (CONFIG, CONFIG_KEYS_ADDED, ENVIRONMENT, SUMMARY, RunDir, RunDirRefused, environment_info,
+                         seed_dir)
 from bimu.experiments.stream import run_stream
 
 
@@ -151,7 +152,7 @@ def check_run_dir(rd: RunDir, resolved: Mapping[str, Any], hparams: Mapping[str,
     another configuration or engine, or another live process runs it (``resolved``: the ``config.json``
     this run writes; ``declared``: the method's hyperparameter declarations)."""
     if rd.exists(CONFIG):
-        old = rd.read_json(CONFIG)
+        old = {**CONFIG_KEYS_ADDED, **rd.read_json(CONFIG)}  # a key the run predates: the value it had
         check_same_data_file(rd.path, old, resolved.get("resolved", {}).get("data_file"))
         # preset and overrides are compared through the resolved hyperparameters
         skip = ("resolved", "preset", "overrides", *_non_semantic())
@@ -182,7 +183,8 @@ def _run_locked(config, seed, rd, bench, method, engine, learner, resolved, pres
                         eval_batch_size=config.eval_batch_size, eval_samples=config.eval_samples,
                         ood=config.ood, ood_every=config.ood_every, ood_scores=config.ood_scores,
                         train_limit=config.train_limit, test_limit=config.test_limit, log=log,
-                        on_task_end=on_task_end, sinks=list(config.log_to), params=flat_params(resolved))
+                        on_task_end=on_task_end, sinks=list(config.log_to), params=flat_params(resolved),
+                        prequential_every=config.prequential_every)
     summary = dict(result["summary"], seed=seed, method=config.method, benchmark=config.benchmark,
                    hidden=list(config.hidden_widths()), engine=engine, preset=preset)
     rd.write_json(SUMMARY, summary)

@@ -2,7 +2,8 @@
 
 After task ``t`` (0-based) the runner evaluates the current task always, plus:
 
-- every task seen so far, every ``all_every`` tasks (0: never);
+- every task seen so far, after every task, when the stream has at most ``all_max`` tasks (the full
+  lower triangle of the accuracy matrix; 0: never), and every ``all_every`` tasks (0: never);
 - a random sample of ``sample_size`` seen tasks every ``sample_every`` tasks (drawn from
   ``(sample_seed, t)``, the same for every method and seed);
 - the last ``last_m`` tasks every ``last_every`` tasks;
@@ -14,6 +15,13 @@ After task ``t`` (0-based) the runner evaluates the current task always, plus:
 [[0], [0, 1], [2], [0, 1, 2, 3]]
 >>> EvalSchedule(final="last", final_last=2).tasks_after(4, 5)
 [3, 4]
+>>> [EvalSchedule(all_max=100).tasks_after(1, n) for n in (3, 1000)]  # the triangle only for short streams
+[[0, 1], [1]]
+
+``EvalSchedule()`` itself evaluates no triangle (``all_max=0``); a run's configuration
+(:class:`~bimu.experiments.config.RunConfig`, so ``bimu run`` and :func:`bimu.fit_stream` alike) defaults
+to :data:`DEFAULT_ALL_MAX`: the full lower triangle up to 100 tasks, the paper's schedule (the current
+task after each task, then the final row) beyond.
 """
 
 from __future__ import annotations
@@ -25,6 +33,11 @@ import numpy as np
 
 FINAL_CHOICES = ("auto", "all", "last")
 _SAMPLE_TAG = 0xE7A1
+DEFAULT_ALL_MAX = 100
+"""Longest stream whose accuracy matrix a run fills whole by default (``RunConfig.eval_all_max``)."""
+PREQUENTIAL_EVERY = 1000
+"""Default rate of a run's test-then-train predictions: every this-many-th training example
+(``RunConfig.prequential_every``; :mod:`bimu.experiments.prequential`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,9 +53,10 @@ class EvalSchedule:
     final_last: int = 5
     final_all_max: int = 100
     sample_seed: int = 0
+    all_max: int = 0
 
     def __post_init__(self):
-        for name in ("all_every", "sample_every", "last_m", "sample_seed"):
+        for name in ("all_every", "sample_every", "last_m", "sample_seed", "all_max"):
             if int(getattr(self, name)) < 0:
                 raise ValueError(f"eval schedule {name!r} must be >= 0, got {getattr(self, name)}")
         for name in ("sample_size", "last_every", "final_last", "final_all_max"):
@@ -67,7 +81,7 @@ class EvalSchedule:
             raise ValueError(f"task must lie in [0, {n_tasks - 1}], got {task}")
         out = {t}
         done = t + 1
-        if self.all_every and done % self.all_every == 0:
+        if (self.all_every and done % self.all_every == 0) or n_tasks <= self.all_max:
             out.update(range(done))
         if self.sample_every and done % self.sample_every == 0:
             rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([self.sample_seed, t, _SAMPLE_TAG])))

@@ -52,9 +52,11 @@ import numpy as np
 import torch
 
 from bimu import metrics
+from bimu.experiments.prequential import Curve, Prequential, Tested, learn_piece, task_fields
 from bimu.experiments.progress import Progress
+from bimu.experiments.summary import summarize  # noqa: F401 - the runner's summary, used from here
 from bimu.methods.divergence import DivergenceError
-from bimu.rundir import RunDir, RunDirRefused, full_checkpoint
+from bimu.rundir import PREQUENTIAL, RunDir, RunDirRefused, full_checkpoint
 from bimu.experiments.schedule import EvalSchedule, check_checkpoints
 
 CHECKPOINT_FORMAT = 1
@@ -70,8 +72,9 @@ PROGRESS_CHUNK = 256
 
 @dataclasses.dataclass
 class TaskDone:
-    """One task learned: its training examples and steps, the training time (``task_end`` excluded),
-    and in active mode the right online predictions and the labels asked for."""
+    """One task learned: its training examples and steps, the training time (``task_end`` and sampled
+    test-then-train predictions excluded), in active mode the right online predictions and the labels
+    asked for, and with a ``prequential`` stream the task's :class:`~bimu.experiments.prequential.Tested`."""
 
     task: int
     n_train: int
@@ -79,6 +82,7 @@ class TaskDone:
     train_seconds: float
     online_correct: int = 0
     asked: int = 0
+    tested: Tested | None = None
 
 
 def stream_tasks(benchmark, method, *, seed: int, tasks: Iterable[int], learner=None, predict: bool = True,
@@ -86,7 +90,8 @@ def stream_tasks(benchmark, method, *, seed: int, tasks: Iterable[int], learner=
                  transform: Callable[[torch.Tensor], torch.Tensor] | None = None,
                  progress: Progress | None = None, checkpoints: Sequence[int] = (),
                  on_checkpoint: Callable[[int, int], None] | None = None,
-                 on_step: Callable[[int, bool | None], None] | None = None) -> Iterator[TaskDone]:
+                 on_step: Callable[[int, bool | None], None] | None = None,
+                 prequential: Prequential | None = None) -> Iterator[TaskDone]:
     """Learn ``tasks`` of ``benchmark`` in order with ``method`` (see the module docs); yields after each.
 
     ``learner``, ``predict``, ``batch_size`` and ``on_step`` are :func:`learn_task`'s (checked here, before any task);
@@ -97,6 +102,8 @@ def stream_tasks(benchmark, method, *, seed: int, tasks: Iterable[int], learner=
     task are learned (0: before its first). The task is learned in the pieces between them, which gives
     the same results as learning it whole (every rule's draws are per example), so a callback that
     only reads the method (an evaluation with its own generator) leaves the stream unchanged.
+    ``prequential`` (:class:`~bimu.experiments.prequential.Prequential`) records test-then-train
+    predictions into each :attr:`TaskDone.tested`, leaving the training as it is.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -107,13 +114,17 @@ def stream_tasks(benchmark, method, *, seed: int, tasks: Iterable[int], learner=
         raise ValueError("checkpoints need an on_checkpoint callback")
     if points and batch_size != 1:
         raise ValueError("checkpoints inside a task need batch_size 1")
+    if prequential is not None and learner is not None and not predict:
+        raise ValueError("an active stream records its learner's predictions: prequential needs predict=True")
     return _stream(benchmark, method, seed, tasks, learner, predict, batch_size, train_limit, transform,
-                   progress if progress is not None else Progress(0, enabled=False), points, on_checkpoint, on_step)
+                   progress if progress is not None else Progress(0, enabled=False), points, on_checkpoint, on_step,
+                   prequential)
 
 
 def _stream(benchmark, method, seed, tasks, learner, predict, batch_size, train_limit, transform, bar,
-            points=(), on_checkpoint=None, on_step=None):
+            points=(), on_checkpoint=None, on_step=None, prequential=None):
     boundaries = bool(method.info.needs_task_boundaries)
+    first = prequential.first if prequential is not None else 0  # global index of the task's first example
     for t in tasks:
         x, y = benchmark.train_task(t, seed)
         if train_limit is not None:
@@ -126,6 +137,11 @@ def _stream(benchmark, method, seed, tasks, learner, predict, batch_size, train_
         steps = -(-len(y) // batch_size)
         bar.start_task(t, steps)
         t0 = time.perf_counter()
+        tested = Tested() if prequential is not None else None
+
+        def learn(a, b, outcomes):
+            return learn_task(method, x[a:b], y[a:b], learner=learner, predict=predict, batch_size=batch_size,
+                              task=t, progress=bar, on_step=on_step, outcomes=outcomes)
         try:
             correct = asked = 0
             paused = 0.0  # time in on_checkpoint, not training
@@ -136,22 +152,24 @@ def _stream(benchmark, method, seed, tasks, learner, predict, batch_size, train_
                     on_checkpoint(t, p)
                     paused += time.perf_counter() - t1
                 if stop > start or not points:
-                    c, a = learn_task(method, x[start:stop], y[start:stop], learner=learner, predict=predict,
-                                      batch_size=batch_size, task=t, progress=bar, on_step=on_step)
+                    c, a = learn_piece(prequential, method, x, y, start, stop, first, batch_size, learn,
+                                       learner is not None, tested)
                     correct, asked = correct + c, asked + a
-            train_s = time.perf_counter() - t0 - paused
+            train_s = time.perf_counter() - t0 - paused - (tested.seconds if tested is not None else 0.0)
             if boundaries:
                 method.task_end()
             method.check_finite(t)
         except DivergenceError as e:
             raise e.during(t) from None
+        first += int(len(y))
         yield TaskDone(task=t, n_train=int(len(y)), steps=steps, train_seconds=train_s, online_correct=correct,
-                       asked=asked)
+                       asked=asked, tested=tested)
 
 
 def learn_task(method, x: torch.Tensor, y: torch.Tensor, *, learner=None, predict: bool = True,
                batch_size: int = 1, task: int | None = None, progress: Progress | None = None,
-               on_step: Callable[[int | None, bool | None], None] | None = None) -> tuple[int, int]:
+               on_step: Callable[[int | None, bool | None], None] | None = None,
+               outcomes: list | None = None) -> tuple[int, int]:
     """Learn one task's examples ``(x, y)`` in order; returns ``(right online predictions, labels asked)``.
 
     - No ``learner``: every batch of ``batch_size`` examples is learned (``learn_many`` in chunks of
@@ -164,7 +182,8 @@ def learn_task(method, x: torch.Tensor, y: torch.Tensor, *, learner=None, predic
       every example as without a learner and records them in ``learner.ledger``; ``random`` draws every
       decision first (its own generator, so the same decisions), then learns the asked examples in order.
     ``on_step(task, asked)`` after every step (``asked``: ``None`` without a learner; not with ``predict=False``)
-    learns the steps one call each, with the same results.
+    learns the steps one call each, with the same results. ``outcomes`` (a list, with a ``learner`` and
+    ``predict``) receives whether each example's online prediction was right (1) or not (0), in order.
     """
     bar = progress if progress is not None else Progress(0, enabled=False)
     if learner is None:
@@ -184,7 +203,7 @@ def learn_task(method, x: torch.Tensor, y: torch.Tensor, *, learner=None, predic
     from bimu.active.blocks import decides_in_blocks, learn_in_blocks
 
     if decides_in_blocks(learner) and on_step is None:  # the same results as the loop below, in compiled blocks
-        return learn_in_blocks(learner, x, y, task=task, progress=bar)
+        return learn_in_blocks(learner, x, y, task=task, progress=bar, outcomes=outcomes)
     oracle = bool(getattr(getattr(learner, "acquisition", None), "needs_labels", False))
     xs, ys = x.split(1), y.split(1)
     steps = len(xs)
@@ -192,7 +211,10 @@ def learn_task(method, x: torch.Tensor, y: torch.Tensor, *, learner=None, predic
     for i in range(0, steps, PROGRESS_CHUNK):
         for xb, yb in zip(xs[i:i + PROGRESS_CHUNK], ys[i:i + PROGRESS_CHUNK]):
             pred, ask = learner.predict_one(xb, yb) if oracle else learner.predict_one(xb)
-            correct += int(int(torch.as_tensor(pred).reshape(-1)[0]) == int(yb[0]))
+            right = int(int(torch.as_tensor(pred).reshape(-1)[0]) == int(yb[0]))
+            correct += right
+            if outcomes is not None:
+                outcomes.append(right)
             if ask:
                 learner.learn_one(xb, yb)
                 asked += 1
@@ -314,7 +336,7 @@ def run_stream(benchmark, method, schedule: EvalSchedule | None = None, *, seed:
                train_limit: int | None = None, test_limit: int | None = None,
                log: Callable[[str], None] | None = None, extra_state: dict | None = None,
                on_task_end: Callable[[int], None] | None = None, sinks: Sequence = (), callbacks: Sequence = (),
-               params: dict[str, Any] | None = None) -> dict[str, Any]:
+               params: dict[str, Any] | None = None, prequential_every: int = 0) -> dict[str, Any]:
     """Train ``method`` online on ``benchmark``'s tasks; returns the result dict (see module docs).
 
     With ``run_dir``, each completed task is checkpointed (method state, learner state, records),
@@ -329,6 +351,10 @@ def run_stream(benchmark, method, schedule: EvalSchedule | None = None, *, seed:
     (:mod:`bimu.experiments.tracking`: names such as ``"csv"``, or :class:`~bimu.experiments.tracking.Sink`
     objects; ``params``, the run's configuration, go to MLflow), closed when the stream ends or fails.
     ``callbacks``: objects with ``on_step(info)`` / ``on_task_end(info)`` (:mod:`bimu.experiments.callbacks`).
+    ``prequential_every`` (0: off) records the test-then-train prediction of every this-many-th example (in
+    active mode the learner's of every example; :mod:`bimu.experiments.prequential`): per task in the
+    records, overall in the summary, the curve in ``prequential.csv`` (after the checkpoint, resumed with
+    it) and under the result's ``"prequential"`` (arrays, or None); their time counts as evaluation time.
     """
     from bimu.experiments.callbacks import Callbacks
     from bimu.experiments.tracking import LoggingSink, make_sinks
@@ -342,7 +368,7 @@ def run_stream(benchmark, method, schedule: EvalSchedule | None = None, *, seed:
     try:
         return _run_stream(benchmark, method, schedule, seed, n_tasks, run_dir, progress, learner, batch_size,
                            eval_batch_size, eval_samples, ood, ood_every, ood_scores, train_limit, test_limit, log,
-                           extra_state, on_task_end, all_sinks, hooks.on_step)
+                           extra_state, on_task_end, all_sinks, hooks.on_step, int(prequential_every))
     finally:
         for s in all_sinks:
             s.close()
@@ -355,7 +381,7 @@ def rd_path(run_dir) -> Path | None:
 
 def _run_stream(benchmark, method, schedule, seed, n_tasks, run_dir, progress, learner, batch_size, eval_batch_size,
                 eval_samples, ood, ood_every, ood_scores, train_limit, test_limit, log, extra_state, on_task_end,
-                sinks, on_step=None):
+                sinks, on_step=None, every=0):
     schedule = schedule or EvalSchedule()
     n = int(n_tasks if n_tasks is not None else benchmark.n_tasks)
     if n < 1:
@@ -369,9 +395,12 @@ def _run_stream(benchmark, method, schedule, seed, n_tasks, run_dir, progress, l
     if ood_x is None:
         scores = []
 
+    if every < 0:
+        raise ValueError(f"prequential_every must be >= 0, got {every}")
     R = metrics.new_accuracy_matrix(n)
     records: list[dict[str, Any]] = []
     start = 0
+    curve = Curve() if every else None
     if rd is not None:
         ckpt = rd.load_checkpoint()
         if ckpt is not None:
@@ -387,16 +416,20 @@ def _run_stream(benchmark, method, schedule, seed, n_tasks, run_dir, progress, l
             records = list(ckpt["records"])
             R = np.asarray(full_checkpoint(ckpt)["R"], dtype=np.float64).copy()
             start = int(ckpt["task"]) + 1
+            if curve is not None:  # the file's rows of the earlier tasks, the checkpoint's of the last
+                curve = Curve.resume(rd.file(PREQUENTIAL), records, ckpt.get("prequential_rows"), log)
             # the checkpoint is the record of progress: metrics and matrix say what it holds
             rd.write_metrics(records)
             rd.write_matrix(R)
             log(f"resuming {rd.path} after task {start} of {n}")
 
     bar = Progress(n, progress, desc=f"seed {seed} ")
+    pq = Prequential(seed, every, eval_samples, sum(int(r["n_train"]) for r in records)) if every else None
     for done in stream_tasks(benchmark, method, seed=seed, tasks=range(start, n), learner=learner,
-                             batch_size=batch_size, train_limit=train_limit, progress=bar, on_step=on_step):
+                             batch_size=batch_size, train_limit=train_limit, progress=bar, on_step=on_step,
+                             prequential=pq):
         t, steps = done.task, done.steps
-        t1 = time.perf_counter()
+        t1 = time.perf_counter() - (done.tested.seconds if done.tested else 0.0)  # predictions: evaluation time
         evaluated = {}
         for j in schedule.tasks_after(t, n):
             want = scores if (j == t and scores and _ood_due(t, n, ood_every)) else []
@@ -424,17 +457,22 @@ def _run_stream(benchmark, method, schedule, seed, n_tasks, run_dir, progress, l
         if learner is not None:
             rec["active"] = dict(getattr(learner, "accounting", {}) or {})
             rec["active"].update(queried_in_task=done.asked, online_accuracy=done.online_correct / max(steps, 1))
+        if done.tested is not None:
+            rec.update(task_fields(done.tested.arrays()[1]))
+            curve.add(t, *done.tested.arrays())
         records.append(rec)
         bar.end_task(R[t, t])
         if rd is not None:  # the checkpoint first: metrics and matrix never claim a task it does not hold
             state = {"format": CHECKPOINT_FORMAT, "task": t, "n_tasks": n, "method_state": method.state_dict(),
-                     "R": R, "records": records,
+                     "R": R, "records": records, "prequential_rows": curve.last if curve is not None else None,
                      "learner_state": learner.state_dict() if learner is not None and hasattr(learner, "state_dict")
                      else None}
             state.update(extra_state or {})
             rd.save_checkpoint(state)
             rd.write_metrics(records)
             rd.write_matrix(R)
+            if curve is not None:
+                curve.write(rd.file(PREQUENTIAL))
         log(f"seed {seed} task {t + 1}/{n}: acc {100 * R[t, t]:.2f}% right after training, "
             f"{rec['steps_per_s']:.0f} steps/s"
             + ("" if rec["ood_auc"] is None else ", OOD AUC " + " ".join(
@@ -450,39 +488,9 @@ def _run_stream(benchmark, method, schedule, seed, n_tasks, run_dir, progress, l
         rd.write_metrics(records)
     for sink in sinks:
         sink.run_end(summary, R)
-    return {"R": R, "records": records, "summary": summary}
+    return {"R": R, "records": records, "summary": summary,
+            "prequential": curve.arrays() if curve is not None else None}
 
 
 def _ood_due(t: int, n: int, every: int) -> bool:
     return t == n - 1 or (every > 0 and (t + 1) % every == 0)
-
-
-def summarize(R: np.ndarray, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The summary of one completed stream (fractions in [0, 1]; NaN where undefined)."""
-    n = R.shape[0]
-    k = min(5, n)
-    final = R[-1]
-    try:
-        last_k = metrics.last_k_mean(R, k)
-    except ValueError:
-        last_k = float("nan")
-    train_s = sum(r["train_seconds"] for r in records)
-    steps = sum(r["steps"] for r in records)
-    last = records[-1] if records else {}
-    ood = next((r["ood_auc"] for r in reversed(records) if r.get("ood_auc")), None)
-    ood_ref = next((r["ood_auc_reference"] for r in reversed(records) if r.get("ood_auc_reference")), None)
-    out = {
-        "complete": len(records) == n and bool(records) and records[-1]["task"] == n - 1,
-        "n_tasks": n, "last_k": k, "last_k_acc": last_k,
-        "final_mean_acc": float(np.nanmean(final)) if not np.isnan(final).all() else float("nan"),
-        "first_task_acc": float(R[0, 0]), "just_trained_mean_acc": float(np.nanmean(np.diagonal(R))),
-        "mmrr": metrics.mmrr(R) if not np.isnan(R[-1, -1]) else float("nan"),
-        "bwt": metrics.bwt(R), "ood_auc": ood, "ood_auc_reference": ood_ref,
-        "steps_per_s": steps / train_s if train_s > 0 else float("nan"),
-        "train_seconds": train_s, "eval_seconds": sum(r["eval_seconds"] for r in records),
-        "memory_bytes": last.get("memory_bytes"), "state_bytes": last.get("state_bytes"),
-        "examples_seen": last.get("examples_seen"), "updates_applied": last.get("updates_applied"),
-    }
-    if last.get("active") is not None:
-        out["active"] = last["active"]
-    return out

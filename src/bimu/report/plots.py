@@ -5,7 +5,8 @@ of a notebook or script is left as it is), returns it, and when given a ``path``
 as a PNG, atomically. In Jupyter the returned figure displays as the cell's value.
 
 Accuracy per task (:func:`plot_accuracy_per_task`), the accuracy matrix as a heatmap
-(:func:`plot_accuracy_matrix`), accuracy vs queried fraction overall / frequent /
+(:func:`plot_accuracy_matrix`), the prequential (test-then-train) curve (:func:`plot_prequential`, from
+:func:`prequential_curves`), accuracy vs queried fraction overall / frequent /
 rare (:func:`plot_accuracy_vs_queried`), histograms of ``sigmoid(2 lambda)`` of trained models
 (:func:`plot_probability_histograms`, :func:`lambdas_of`) and the colour map of BiMU's learning rate
 (:func:`plot_learning_rate_map`, from :func:`bimu.optim.bimu.bimu_learning_rate`).
@@ -49,11 +50,15 @@ def group_matrices(groups: dict) -> dict[str, np.ndarray]:
     for key, runs in sorted(groups.items(), key=lambda kv: group_sort_key(kv[0])):
         R = _mean_matrix(runs)
         if R is not None:
-            bench, method, hidden, active = key[:4]
-            extras = "".join(f", {cell}" for _, cell in (key[4] if len(key) > 4 else ()))
-            out[f"{method} ({bench}, {'x'.join(map(str, hidden)) or 'linear'}{', ' + active if active else ''}"
-                f"{extras})"] = R
+            out[_label(key)] = R
     return out
+
+
+def _label(key: tuple) -> str:
+    """A figure's label of a group key: ``method (benchmark, hidden widths, active strategy, cells)``."""
+    bench, method, hidden, active = key[:4]
+    extras = "".join(f", {cell}" for _, cell in (key[4] if len(key) > 4 else ()))
+    return f"{method} ({bench}, {'x'.join(map(str, hidden)) or 'linear'}{', ' + active if active else ''}{extras})"
 
 
 def plot_accuracy_per_task(groups: dict, path: str | os.PathLike | None = None, title: str | None = None) -> Figure:
@@ -152,6 +157,64 @@ def plot_accuracy_matrix(R, path: str | os.PathLike | None = None, title: str | 
     if title:
         fig.suptitle(title)
     return _finish(fig, path, layout=False)  # a colour bar over several panels: no tight_layout
+
+
+def prequential_curves(groups: dict) -> dict[str, dict]:
+    """Label (as :func:`group_matrices`) -> the prequential curve of each group whose runs recorded one
+    (``prequential.csv``): ``example`` (examples seen before each prediction), ``window_acc`` (the seeds'
+    mean where they predicted the same examples, else the first seed's), ``boundaries`` (the example
+    index at which each task after the first starts, from the records' ``n_train``), ``acc`` (the mean
+    over seeds of the run's prequential accuracy), ``seeds`` and ``window`` (predictions per window
+    accuracy). Groups without a curve are left out."""
+    from bimu.report.tables import group_sort_key
+
+    out = {}
+    for key, runs in sorted(groups.items(), key=lambda kv: group_sort_key(kv[0])):
+        have = [r for r in runs if r.get("prequential") is not None and len(r["prequential"]["example"])]
+        if not have:
+            continue
+        first = have[0]["prequential"]
+        same = [r["prequential"] for r in have if np.array_equal(r["prequential"]["example"], first["example"])]
+        starts = np.cumsum([int(rec.get("n_train", 0)) for rec in have[0]["records"]])[:-1]
+        out[_label(key)] = {"example": first["example"], "window_acc": np.mean([c["window_acc"] for c in same], axis=0),
+                      "boundaries": starts, "seeds": len(same), "window": first.get("window"),
+                      "acc": float(np.mean([np.mean(c["correct"]) for c in same]))}
+    return out
+
+
+def plot_prequential(curves: Mapping[str, Mapping], path: str | os.PathLike | None = None,
+                     title: str | None = None) -> Figure:
+    """The prequential curves of :func:`prequential_curves`: accuracy of the last W test-then-train
+    predictions (%, W the curves' ``window``) against the examples seen, one line per group (its stream's
+    accuracy in the legend),
+    task boundaries as dotted vertical lines (those of the first group; every k-th of a long stream,
+    at most 100 lines). Returns the figure (also written to ``path`` if given).
+
+    >>> fig = plot_prequential({"sgd": {"example": np.array([0, 10, 20]), "window_acc": np.array([0.0, 0.5, 0.67]),
+    ...                                 "boundaries": np.array([15]), "acc": 0.67, "seeds": 1}})
+    >>> len(fig.axes[0].lines)  # the curve and one task boundary
+    2
+    """
+    fig = _figure(11, 4)
+    ax = fig.subplots()
+    for label, c in curves.items():
+        ax.plot(np.asarray(c["example"]), 100 * np.asarray(c["window_acc"], dtype=np.float64),
+                label=f"{label}: {100 * c['acc']:.2f}% over the stream" + (f", {c['seeds']} seeds" if c["seeds"] > 1
+                                                                           else ""))
+    if curves:
+        starts = np.asarray(next(iter(curves.values()))["boundaries"])
+        step = max(1, -(-len(starts) // 100))
+        for b in starts[step - 1::step]:
+            ax.axvline(b, color="0.5", linestyle=":", linewidth=0.7)
+        ax.legend(fontsize=8, loc="lower right")
+        note = "" if step == 1 else f" (every {step}th task boundary dotted)"
+    ax.set_ylim(0, 100)
+    ax.set_xlabel("training examples seen" + (note if curves else ""))
+    windows = sorted({int(c["window"]) for c in curves.values() if c.get("window")})
+    ax.set_ylabel(f"accuracy of the last {'/'.join(map(str, windows)) or 'W'} predictions (%)")
+    ax.grid(alpha=0.3)
+    ax.set_title(title or "test-then-train accuracy (task boundaries dotted)")
+    return _finish(fig, path)
 
 
 QUERY_PANELS = (("accuracy", "overall"), ("frequent_accuracy", "frequent classes"), ("rare_accuracy", "rare classes"))

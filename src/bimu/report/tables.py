@@ -22,7 +22,7 @@ import numpy as np
 
 from bimu.metrics import MMRR_CAP_TEXT, format_mmrr, mmrr_at_cap
 from bimu.paper import TABLE1, cells
-from bimu.rundir import CONFIG, SUMMARY, RunDir, find_run_dirs
+from bimu.rundir import CONFIG, CONFIG_KEYS_ADDED, PREQUENTIAL, SUMMARY, RunDir, find_run_dirs, read_prequential
 
 _ALIASES = {"ewc": "ewc-online", "ewc_online": "ewc-online", "synmeta": "synaptic-metaplasticity",
             "syn-meta": "synaptic-metaplasticity"}
@@ -48,7 +48,9 @@ def find_seed_dirs(paths: Iterable[str | os.PathLike]) -> list[Path]:
 
 
 def load_run(path: str | os.PathLike) -> dict[str, Any]:
-    """One seed directory: config, accuracy matrix, metric records, summary (None if incomplete)."""
+    """One seed directory: config, accuracy matrix, metric records, summary (None if incomplete), the
+    prequential curve (:func:`bimu.rundir.read_prequential`; None for a run without a readable
+    ``prequential.csv``)."""
     rd = RunDir(path)
     p = rd.path
     cfg = rd.read_json(CONFIG)
@@ -58,7 +60,11 @@ def load_run(path: str | os.PathLike) -> dict[str, Any]:
     seed = summ.get("seed") if summ else None
     if seed is None and p.name.startswith("seed-"):
         seed = int(p.name[5:])
-    return {"path": p, "config": cfg, "R": R, "records": recs, "summary": summ, "seed": seed}
+    try:
+        curve = read_prequential(rd.file(PREQUENTIAL)) if rd.exists(PREQUENTIAL) else None
+    except (OSError, ValueError):  # a damaged curve: the run's other numbers are still reported
+        curve = None
+    return {"path": p, "config": cfg, "R": R, "records": recs, "summary": summ, "seed": seed, "prequential": curve}
 
 
 REPORT_IGNORED_KEYS: tuple[str, ...] = (
@@ -72,6 +78,7 @@ REPORT_IGNORED_KEYS: tuple[str, ...] = (
     "threads",                  # torch / fused-engine threads: results do not depend on the count
     "data_dir",                 # where checksummed data sets are read from
     "log_to",                   # extra result sinks (csv, tensorboard, mlflow)
+    "prequential_every",        # how often test-then-train predictions are recorded: no other number changes
     "engine",                   # the engine asked for ("auto"); the engine that ran, resolved.engine, splits
     "preset", "overrides",      # compared through what they resolve to, resolved.hparams
     "resolved.preset",          # the preset's name; its values are in resolved.hparams
@@ -133,7 +140,8 @@ def run_configuration(config: Mapping[str, Any]) -> dict[str, Any]:
     """What determines a run's results, from its ``config.json``: the keys, dotted where nested
     (``resolved.hparams.lr``), and their values, less :data:`REPORT_IGNORED_KEYS` (and the keys nested
     in them); an own-data run's fingerprint as :data:`DATA_KEY`; a hyperparameter the run predates at
-    the value it had before it existed. Runs with equal configurations (and benchmark, method, hidden
+    the value it had before it existed, and so a configuration key (of ``bimu run``'s ``config.json``,
+    :data:`bimu.rundir.CONFIG_KEYS_ADDED`). Runs with equal configurations (and benchmark, method, hidden
     widths, active strategy) are seeds of one row of a report.
 
     >>> run_configuration({"benchmark": "npz", "out": "a", "threads": 2, "threshold": 0.2, "overrides": {"lr": "1"},
@@ -141,7 +149,7 @@ def run_configuration(config: Mapping[str, Any]) -> dict[str, Any]:
     ...                    "resolved": {"data_file": {"path": "/d/s.npz", "sha256": "ab12"}, "engine": "fused"}})
     {'benchmark': 'npz', 'threshold': 0.2, 'resolved.engine': 'fused', 'data': 'ab12'}
     """
-    cfg = dict(config)
+    cfg = {**CONFIG_KEYS_ADDED, **config} if "eval_all_every" in config else dict(config)
     resolved = dict(cfg.get("resolved") or {})
     if isinstance(resolved.get("hparams"), Mapping) and isinstance(cfg.get("method"), str):
         resolved["hparams"] = _filled_hparams(cfg["method"], resolved["hparams"])

@@ -245,7 +245,8 @@ def run_al_rows(name: str, setup: ALSetup, rows: Sequence[ALRow], opts: Options,
     if todo and not opts.from_runs:  # every run complete: the table is read from them, no data loaded
         torch.set_num_threads(int(opts.threads))
         load_benchmark(setup, opts)  # a missing data set fails here, before any job starts
-        jobs = [Job(f"{row.slug}/seed-{s}", runner or run_one, (setup, opts, name, row, s)) for row, s in todo]
+        jobs = [Job(f"{row.slug}/seed-{s}", runner or run_one, (setup, opts, name, row, s),
+                    label=f"{name} {row.slug} seed {s}") for row, s in todo]
         codes = run_jobs(jobs, opts.jobs, log=log, scheduler=opts.scheduler, shared=opts.out)
         code = max(codes.values(), default=0)
     return read_rows(setup, opts, name, rows), code

@@ -1,6 +1,6 @@
 """The command line of ``bimu reproduce NAME`` (an entry of :data:`~bimu.reproduce.entries.ENTRIES`):
 its options, and :func:`cli`, which runs the entry (or lists its runs with ``--dry-run``) and prints the
-table.
+table; a run table first says what it will train and the core-hours (:func:`print_summary`).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from bimu.reproduce.entries import reproduce
+from bimu.reproduce.entries import entry_of, reproduce
 from bimu.reproduce.plan import format_plan, plan
 from bimu.reproduce.options import options_parser
 from bimu.reproduce.spec import Options, seeds_of
@@ -38,7 +38,7 @@ def cli(name: str, args: argparse.Namespace, extra: Sequence[str]) -> int:
         if ns.dry_run:
             print(format_plan(name, plan(name, opts)))
             return 0
-        table, paths, code = reproduce(name, opts)
+        table, paths, code = reproduce(name, opts, announce=print_summary)
     except KeyboardInterrupt:
         return 130
     except (ValueError, FileNotFoundError, RuntimeError) as e:
@@ -47,3 +47,16 @@ def cli(name: str, args: argparse.Namespace, extra: Sequence[str]) -> int:
     print(table.markdown())
     print("written: " + ", ".join(str(p) for p in paths.values()))
     return code
+
+
+def print_summary(name: str, opts: Options, file=None) -> None:
+    """Before a run table trains anything: how many runs it trains, resumes and reuses, and the core-hours
+    estimated (:func:`~bimu.reproduce.estimate.summary`), on standard error (``file``). Nothing for the
+    entries that build their own runs or train nothing, nor with ``--from-runs``."""
+    from bimu.reproduce.estimate import summary
+
+    entry = entry_of(name)
+    if entry.rows is None or entry.build is not None or opts.from_runs:
+        return
+    print(summary(name, plan(name, opts), opts.scale, None if opts.scheduler else opts.jobs),
+          file=file or sys.stderr, flush=True)

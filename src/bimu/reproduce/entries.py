@@ -88,9 +88,11 @@ def entry_of(name: str) -> Entry:
     return ENTRIES[name]
 
 
-def reproduce(name: str, opts: Options, log=None) -> tuple[Table, dict[str, Path], int]:
+def reproduce(name: str, opts: Options, log=None, announce=None) -> tuple[Table, dict[str, Path], int]:
     """Run (or reuse) the runs of entry ``name`` and write its report (tables, figures and the manifest
-    ``OUT/NAME.json`` read by the results page); returns ``(table, paths, exit code)``."""
+    ``OUT/NAME.json`` read by the results page); returns ``(table, paths, exit code)``. A run table calls
+    ``announce(name, opts)`` once its options are checked, before any run starts (the command line
+    prints what it will train there, :func:`bimu.reproduce.cli.print_summary`)."""
     from bimu.experiments.parallel import check_jobs
     from bimu.reproduce.results_page import write_manifest
     from bimu.reproduce.runtable import run_rows, run_table, table_from_runs
@@ -127,6 +129,8 @@ def reproduce(name: str, opts: Options, log=None) -> tuple[Table, dict[str, Path
         benchmarks = sorted({r.config.benchmark for r in rows if r.config is not None})
         seeds = sorted({int(s["seed"]) for summ in summaries.values() for s in summ})
     else:
+        if announce is not None:
+            announce(name, opts)
         rows, summaries, code = run_rows(entry, opts, log=log)
         table = run_table(entry, opts, rows, summaries)
         benchmarks = sorted({r.config.benchmark for r in rows if r.config is not None})

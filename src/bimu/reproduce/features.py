@@ -90,6 +90,7 @@ def feature_config(opts: Options, method: str, n_features: int | None, preset_ke
         benchmark=bench, method=method, hidden=(), seeds=opts.seeds, tasks=2 if quick else None,
         preset=_preset(method, preset_key), engine=opts.engine, threads=opts.threads, data_dir=opts.data_dir,
         ood=True, ood_every=0, ood_scores=("epistemic", "aleatoric"), train_limit=60 if quick else None,
+        eval_all_max=0,  # the paper's schedule, not the default full matrix
         benchmark_options={"n_features": n_features, **options}))
 
 

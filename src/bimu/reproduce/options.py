@@ -39,7 +39,8 @@ def add_options(parser: argparse.ArgumentParser) -> None:
                              "e.g. bimu); the other rows' completed runs are still shown")
     parser.add_argument("--dry-run", action="store_true", default=None,
                         help="run tables: list each run (row, seed) with its state, tasks done and the time "
-                             "left estimated from started runs; train nothing, write nothing")
+                             "left estimated from started runs (else from the committed full-scale runs); "
+                             "train nothing, write nothing")
     parser.add_argument("--from-runs", action="store_true", default=None,
                         help="run tables: train nothing; write the table and manifest from the complete runs "
                              "already under OUT (every seed found; rows without runs are left out and named)")

@@ -68,9 +68,10 @@ def run_rows(entry: Entry, opts: Options, log=None) -> tuple[list[Row], dict[str
                 continue
             held_if[f"{row.slug}/seed-{seed}"] = (cfg, seed)
             jobs.append(Job(f"{row.slug}/seed-{seed}", run_config_job,
-                            (cfg.replace(seeds=[seed]).to_dict(), opts.progress, benchmark_module(cfg.benchmark))))
+                            (cfg.replace(seeds=[seed]).to_dict(), opts.progress, benchmark_module(cfg.benchmark)),
+                            label=f"{entry.name} {row.slug} seed {seed}"))
     if opts.jobs == 1 and opts.scheduler is None:  # in this process: keep the caller's log
-        jobs = [Job(j.key, run_config_job, (*j.args, log)) for j in jobs]
+        jobs = [dataclasses.replace(j, args=(*j.args, log)) for j in jobs]
     codes = run_jobs(jobs, opts.jobs, log=log, scheduler=opts.scheduler, shared=opts.out, done=done)
     held.update({k: held_if[k] for k, c in codes.items() if c == HELD})
     for key, (cfg, seed) in held.items():  # the other command's runs: wait for them, then read them
