@@ -1,6 +1,7 @@
-"""Experience replay (``replay``, :mod:`bimu.methods.replay`): the reservoir buffer against a hand
-simulation of Vitter's Algorithm R, determinism, exact resume, less forgetting than SGD on a two-task
-stream, and the buffer in the memory footprint."""
+"""Experience replay (``replay``, :mod:`bimu.methods.replay`): the reservoir buffer and the replay
+minibatches against a hand simulation of Vitter's Algorithm R and Floyd's sampling on SplitMix64 draws,
+determinism, exact resume, less forgetting than SGD on a two-task stream, and the buffer in the memory
+footprint. The fused engine's replay against this PyTorch path: ``test_engine_replay.py``."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import bimu
 from bimu.methods import create_method, get_method
 from bimu.methods.footprint import memory_footprint_table, nested_tensor_bytes
 from bimu.methods.replay import ExperienceReplayMethod, buffer_bytes
+from bimu.rng import REPLAY_STREAM, derive_key
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -31,22 +33,30 @@ def numbered_stream(n: int, features: int = 3, classes: int = 3):
     return x, torch.arange(n) % classes
 
 
-def simulate(n_items: int, size: int, replay: int, seed: int, batch: int = 1) -> list[list[int]]:
-    """By hand: the item ids in each slot after each ``learn`` call, drawing from a generator seeded as the
-    method's: a replay minibatch draw (a permutation of the filled slots) when more than ``replay`` slots
-    are filled, then for each new item (0-based index ``n``) slot ``n`` while the buffer is not full, else a
-    slot ``j`` uniform in ``0..n``, kept if ``j < size``."""
-    g = torch.Generator().manual_seed(seed)
+def draw(key: int, counter: int, m: int) -> int:
+    """By hand: SplitMix64's output ``counter`` of stream ``key``, reduced modulo ``m`` (the draws of
+    :mod:`bimu.rng` for experience replay)."""
+    mask = 2**64 - 1
+    z = (key + counter * 0x9E3779B97F4A7C15) & mask
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+    return (z ^ (z >> 31)) % m
+
+
+def simulate(n_items: int, size: int, seed: int, batch: int = 1) -> list[list[int]]:
+    """By hand: the item ids in each slot after each ``learn`` call: for each new item (0-based index
+    ``n``) slot ``n`` while the buffer is not full, else slot ``j = draw(key, 2 n, n + 1)``, kept if ``j <
+    size``; ``key`` is the seed's replay key. The replay minibatches draw from other counters, so they do
+    not move the reservoir."""
+    key = int(derive_key(seed, REPLAY_STREAM))
     slots: list[int] = []
     seen, history = 0, []
     for start in range(0, n_items, batch):
-        if min(seen, size) > replay:
-            torch.randperm(min(seen, size), generator=g)
         for item in range(start, min(start + batch, n_items)):
             if seen < size:
                 slots.append(item)
             else:
-                j = int(torch.randint(0, seen + 1, (1,), generator=g))
+                j = draw(key, 2 * seen, seen + 1)
                 if j < size:
                     slots[j] = item
             seen += 1
@@ -54,13 +64,29 @@ def simulate(n_items: int, size: int, replay: int, seed: int, batch: int = 1) ->
     return history
 
 
+def simulate_minibatch(seed: int, n: int, filled: int, k: int) -> list[int]:
+    """By hand: the replay slots of the step starting at stream index ``n`` (Floyd's algorithm, draw ``i``
+    from counter ``2 (n k + i) + 1``); every filled slot while there are at most ``k``."""
+    if filled <= k:
+        return list(range(filled))
+    key, out = int(derive_key(seed, REPLAY_STREAM)), []
+    for i in range(k):
+        j = filled - k + i
+        t = draw(key, 2 * (n * k + i) + 1, j + 1)
+        out.append(j if t in out else t)
+    return out
+
+
 @pytest.mark.parametrize("size, replay, batch, seed", [(4, 4, 1, 0), (4, 2, 1, 3), (5, 3, 2, 7), (1, 1, 1, 2)])
 def test_reservoir_buffer_matches_a_hand_simulation(size, replay, batch, seed):
     n = 23
     x, y = numbered_stream(n)
     m = create_method("replay", [3, 4, 3], seed=seed, lr=1e-3, buffer_size=size, replay_batch_size=replay)
-    expected = simulate(n, size, replay, seed, batch)
+    expected = simulate(n, size, seed, batch)
     for step, start in enumerate(range(0, n, batch)):
+        slots = m.replay_indices()
+        assert (slots is None and start == 0) or slots.tolist() == simulate_minibatch(seed, start, min(start, size),
+                                                                                      replay)
         m.learn(x[start:start + batch], y[start:start + batch])
         seen = min(start + batch, n)
         bx, by = m.buffer()
@@ -255,13 +281,20 @@ def test_unlabelled_examples_do_not_enter_the_buffer():
     assert m.examples_seen == 5 and m.buffer_seen == 0 and m.buffer_filled == 0
 
 
-def test_fit_stream_and_the_factory_run_it_on_the_pytorch_path():
+def test_fit_stream_and_the_factory_run_it_on_the_fused_engine_or_pytorch():
+    from bimu.engine import FusedReplay
+
     rng = np.random.default_rng(0)
     x = rng.normal(size=(400, 8)).astype(np.float32)
     y = (x[:, 0] + x[:, 1] > 0).astype(np.int64)
-    m = bimu.create_method("replay", [8, 2], seed=0)
-    assert isinstance(m, ExperienceReplayMethod)
-    result = bimu.fit_stream((x[:300], y[:300]), (x[300:], y[300:]), method="replay", hidden=[8], preset="none",
-                             lr=0.05, buffer_size=20)
-    assert result.engine == "torch" and result.accuracy[0, 0] > 0.85
-    assert result.method.buffer_seen == 300 and result.method.buffer_filled == 20
+    assert isinstance(bimu.create_method("replay", [8, 2], seed=0), FusedReplay)
+    assert isinstance(bimu.create_method("replay", [8, 2], seed=0, engine="torch"), ExperienceReplayMethod)
+    results = {}
+    for engine in ("auto", "torch"):
+        result = bimu.fit_stream((x[:300], y[:300]), (x[300:], y[300:]), method="replay", hidden=[8], preset="none",
+                                 lr=0.05, buffer_size=20, engine=engine)
+        assert result.accuracy[0, 0] > 0.85
+        assert result.method.buffer_seen == 300 and result.method.buffer_filled == 20
+        results[result.engine] = result
+    assert set(results) == {"fused", "torch"}
+    assert np.array_equal(results["fused"].method.buffer()[0], results["torch"].method.buffer()[0].numpy())

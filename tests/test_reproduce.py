@@ -73,12 +73,14 @@ def test_memory_window_quick_and_reuse(tmp_path):
     md, header, rows, tex = _tables(tmp_path, "memory-window")
     assert header[:3] == ["Memory window N", "Mean acc. last 5 tasks (%)", "Paper"]
     assert [r[0] for r in rows] == ["100", "700", "BayesBiNN", "BayesBiNN, paper's prior sign",
-                                    "BayesBiNN, exact ratio"]
-    assert rows[1][2] == "90.29 ± 0.24" and all(r[2] == "67.91 ± 0.96" for r in rows[2:])
+                                    "BayesBiNN, exact ratio", "Replay, M = 1 000"]
+    assert rows[1][2] == "90.29 ± 0.24" and all(r[2] == "67.91 ± 0.96" for r in rows[2:5])
     assert all(r[1] not in ("-", "n/a") for r in rows)
+    assert rows[5][2] == "-" and rows[5][4] == "-"  # replay: not in the paper, no paper column
     assert "prior_direction=away" in md and "ratio_eps=0" in md
+    assert "M = 1,000 stored examples (3.14 MB), 1 replayed with each incoming example" in md
     before = _run_files(tmp_path)
-    assert sum(p.endswith("summary.json") for p in before) == 5
+    assert sum(p.endswith("summary.json") for p in before) == 6
     assert _quick("memory-window", tmp_path) == 0
     assert _run_files(tmp_path) == before  # completed runs reused, not retrained
 
@@ -88,8 +90,10 @@ def test_activation_quick_and_reuse(tmp_path):
     assert _quick("activation", tmp_path) == 0
     md, header, rows, tex = _tables(tmp_path, "activation")
     assert header[:4] == ["Method", "Activation", "Mean acc. last 5 tasks (%)", "Paper"]
-    assert len(rows) == 10
+    assert len(rows) == 11
     by = {(r[0], r[1]): r for r in rows}
+    replay = by[("Replay, M = 1 000", "ReLU")]  # experience replay on its ReLU network, no paper column
+    assert replay[2] not in ("-", "n/a") and replay[3] == "-" and "no paper column" in md
     assert by[("BiMU", "RBG")][3] == "90.29 ± 0.24" and by[("MESU", "ReLU")][3] == "93.51 ± 0.18"
     # the paper's runs' norm (compatibility rows) beside bimu's, against the same paper numbers
     for act in ("Sign", "RBG"):
@@ -120,9 +124,13 @@ def test_pmnist_1000_quick_and_reuse(tmp_path):
 def test_full_scale_configs_follow_the_paper():
     opts = spec.Options(seeds=(0, 1, 2, 3, 4))
     mw = pmnist.rows_memory_window(opts)
-    assert [r.config.overrides.get("memory_window") for r in mw[:-3]] == [100, 400, 700, 1000, 1300, 1600, 1900, 100000]
-    assert [(r.slug, r.config.overrides) for r in mw[-3:]] == [
+    assert [r.config.overrides.get("memory_window") for r in mw[:-4]] == [100, 400, 700, 1000, 1300, 1600, 1900, 100000]
+    assert [(r.slug, r.config.overrides) for r in mw[-4:-1]] == [
         ("bayesbinn", {}), ("bayesbinn-away", {"prior_direction": "away"}), ("bayesbinn-exact-ratio", {"ratio_eps": 0.0})]
+    replay = mw[-1]  # experience replay with its defaults, which its label and note state
+    assert (replay.slug, replay.config.method, replay.config.overrides, replay.paper) == ("replay", "replay", {}, {})
+    hp = replay.config.resolve_hparams()[1]
+    assert (hp["buffer_size"], hp["replay_batch_size"], hp["lr"]) == (1000, 1, 9e-4) and "M = 1 000" in replay.labels[0]
     assert all(r.config.tasks == 100 and r.config.train_limit is None and r.config.seeds == opts.seeds for r in mw)
     t1 = pmnist.rows_pmnist_1000(opts)
     assert [r.config.method for r in t1] == list(paper.METHOD_ORDER)
@@ -145,6 +153,8 @@ def test_full_scale_activation_shares_the_identical_memory_window_runs():
     mw = {r.slug: r for r in pmnist.rows_memory_window(opts)}
     assert act["bimu-rbg"].same_runs_as == ("memory-window", "bimu-N700")
     assert act["bayesbinn-rbg"].same_runs_as == ("memory-window", "bayesbinn")
+    assert act["replay"].same_runs_as == ("memory-window", "replay")  # one run per seed for both tables
+    assert spec.row_dir(opts, "activation", act["replay"]) == Path("repro/runs/full/memory-window/replay")
     assert spec.row_dir(opts, "activation", act["bimu-rbg"]) == spec.row_dir(opts, "memory-window", mw["bimu-N700"])
     assert "same runs as memory-window row bimu-N700" in act["bimu-rbg"].note
     assert act["mesu-rbg"].config.overrides == {"activation": "rbg"}
@@ -274,7 +284,7 @@ def test_dry_run_lists_runs_states_and_estimates_without_training(tmp_path, caps
     rd.write_metrics([{"task": t, "acc": 0.9, "train_seconds": 20.0, "eval_seconds": 1.0, "steps_per_s": 3000.0}
                       for t in range(40)])
     runs = {(r["row"], r["seed"]): r for r in plan.plan("memory-window", opts)}
-    assert len(runs) == 22  # 8 BiMU rows and 3 BayesBiNN rows, 2 seeds each
+    assert len(runs) == 24  # 8 BiMU rows, 3 BayesBiNN rows and replay, 2 seeds each
     assert runs[("bimu-N100", 0)]["state"] == "stopped" and runs[("bimu-N100", 0)]["seconds_left"] == 60 * 21.0
     # not started: estimated from the started BiMU run (same benchmark and widths), 100 tasks x 21 s
     assert runs[("bimu-N700", 1)]["state"] == "to run" and runs[("bimu-N700", 1)]["seconds_left"] == 2100.0

@@ -89,7 +89,8 @@ def test_check_fails_on_a_row_with_no_run_files(small_page, tmp_path, monkeypatc
     assert f"  {where}, row 700: no complete runs behind it (page: {cells})\n" in out
     assert f"  {where}: page line not recomputed: - seeds: 0 (1 seed; the paper averages 5 runs)\n" not in out
     assert (f"  {where}: recomputed line missing from the page: - not shown, no complete runs under "
-            "results/small/runs/quick: 700; BayesBiNN; BayesBiNN, paper's prior sign; BayesBiNN, exact ratio\n") in out
+            "results/small/runs/quick: 700; BayesBiNN; BayesBiNN, paper's prior sign; BayesBiNN, exact ratio; "
+            "Replay, M = 1 000\n") in out
 
 
 def test_check_fails_on_a_row_with_runs_left_off_the_page(small_page, tmp_path, monkeypatch, capsys):

@@ -18,6 +18,15 @@ index ``i * K + k`` under ``R`` and :func:`uniform32` (32-bit integer lanes vect
 multiply per value would cost about four times more on AVX2). Evaluation (hard) uniforms: parameter
 ``e`` in evaluation draw ``d`` uses the high half of ``hash64(eval_key, d * P + e)``.
 
+Experience replay (:mod:`bimu.methods.replay`, :class:`bimu.engine.fused_real.FusedReplay`) draws
+integers: ``hash64(key, c) mod m`` is uniform in ``[0, m)`` (to within ``m / 2**64``, below 1e-12 for any
+stream that fits in memory), with counter ``c = 2 n`` for the reservoir slot of the labelled example
+with 0-based stream index ``n`` and ``c = 2 (n k + i) + 1`` for draw ``i`` of the ``k``-example replay
+minibatch of the step whose first incoming example has index ``n`` (:func:`reservoir_slot`,
+:func:`replay_slots`; :func:`reservoir_slot_int` and :func:`replay_slots_int` are the same in Python
+integers, for the PyTorch path). A draw is a pure function of the key and the number of labelled
+examples offered to the buffer, which a checkpoint holds.
+
 The numba functions (``inline="always"``) compute in the float type of their ``one`` argument
 (:func:`as_like`); the numpy functions (:func:`mix64_np`, :func:`uniforms_from_counters`,
 :func:`hash32_np`, :func:`relaxed_uniforms`, :func:`derive_key`) give the same bits without compiling.
@@ -50,6 +59,9 @@ EVAL_STREAM = 2
 PREQUENTIAL_STREAM = 4
 """Stream id of the generators of a run's test-then-train predictions (:mod:`bimu.experiments.prequential`;
 3 is the device's query stream, :data:`bimu.edge.learner_export.DEVICE_QUERY_STREAM`)."""
+REPLAY_STREAM = 5
+"""Stream id of experience replay's draws (reservoir slots and replay minibatches, :func:`reservoir_slot`,
+:func:`replay_slots`; :mod:`bimu.methods.replay` and the fused engine's replay draw the same numbers)."""
 
 _S30 = np.uint64(30)
 _S27 = np.uint64(27)
@@ -208,3 +220,82 @@ def relaxed_uniforms(key, step: int, n_params: int, e0: np.ndarray, n_in: int, K
            + np.arange(K, dtype=np.uint32)[:, None, None])
     x = hash32_np(rlo, rhi, idx)
     return ((x >> np.uint32(9)).astype(np.float64) * 2 + 1) * 2.0**-24
+
+
+# ----------------------------------------------------------------------------- experience replay
+_MASK64 = (1 << 64) - 1
+
+
+@njit(inline="always", **_OPTS)
+def reservoir_slot(key, n, size):
+    """The buffer slot of the labelled example with 0-based stream index ``n`` (Vitter's Algorithm R):
+    ``n`` while ``n < size``, else ``hash64(key, 2 n) mod (n + 1)``, which the caller keeps only when it
+    is below ``size`` (int64 in, int64 out; ``key`` uint64)."""
+    if n < size:
+        return n
+    h = hash64(key, np.uint64(n) * np.uint64(2))
+    return np.int64(h % (np.uint64(n) + np.uint64(1)))
+
+
+@njit(inline="always", **_OPTS)
+def replay_slots(key, n, filled, k, out):
+    """The slots of the replay minibatch of the step whose first incoming example has 0-based stream
+    index ``n``, into ``out``; returns how many: none while ``filled == 0``, every filled slot in order
+    while ``filled <= k``, else ``k`` distinct slots drawn uniformly by Floyd's algorithm (draw ``i``:
+    ``t = hash64(key, 2 (n k + i) + 1) mod (filled - k + i + 1)``, kept unless already chosen, when
+    ``filled - k + i`` is taken instead)."""
+    if filled <= k:
+        for i in range(filled):
+            out[i] = i
+        return filled
+    base = np.uint64(n) * np.uint64(k)
+    for i in range(k):
+        j = filled - k + i
+        h = hash64(key, (base + np.uint64(i)) * np.uint64(2) + np.uint64(1))
+        t = np.int64(h % np.uint64(j + 1))
+        for q in range(i):
+            if out[q] == t:
+                t = j
+                break
+        out[i] = t
+    return k
+
+
+def hash64_int(key: int, n: int) -> int:
+    """:func:`hash64` in Python integers (no compilation).
+
+    >>> hash64_int(derive_key(0, TRAIN_STREAM), 3) == int(mix64_np(np.array(
+    ...     [(int(derive_key(0, TRAIN_STREAM)) + 3 * int(GOLDEN)) % 2**64], dtype=np.uint64))[0])
+    True
+    """
+    z = (int(key) + int(n) * int(GOLDEN)) & _MASK64
+    z = ((z ^ (z >> 30)) * int(MIX1)) & _MASK64
+    z = ((z ^ (z >> 27)) * int(MIX2)) & _MASK64
+    return z ^ (z >> 31)
+
+
+def reservoir_slot_int(key: int, n: int, size: int) -> int:
+    """:func:`reservoir_slot` in Python integers.
+
+    >>> reservoir_slot_int(1, 2, 5), 0 <= reservoir_slot_int(1, 7, 5) <= 7
+    (2, True)
+    """
+    return n if n < size else hash64_int(key, 2 * n) % (n + 1)
+
+
+def replay_slots_int(key: int, n: int, filled: int, k: int) -> list[int]:
+    """:func:`replay_slots` in Python integers: the list of slots.
+
+    >>> replay_slots_int(1, 0, 2, 3)
+    [0, 1]
+    >>> s = replay_slots_int(1, 40, 10, 4); len(set(s)) == 4 and all(0 <= t < 10 for t in s)
+    True
+    """
+    if filled <= k:
+        return list(range(filled))
+    out: list[int] = []
+    for i in range(k):
+        j = filled - k + i
+        t = hash64_int(key, 2 * (n * k + i) + 1) % (j + 1)
+        out.append(j if t in out else t)
+    return out

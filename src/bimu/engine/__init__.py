@@ -4,7 +4,7 @@ Supported: BernoulliLinear layers with LayerNorm without affine, RBG or sign act
 and width (single-layer heads included), trained with BiMU (or BayesBiNN, whose update has the same
 shape) with at most :data:`~bimu.engine.rowpass.MAX_SAMPLES` samples per step
 (:mod:`bimu.engine.fused`); and every baseline on its own network, any depth and width: SGD, Online
-EWC and SI (:mod:`bimu.engine.fused_real`), MESU (:mod:`bimu.engine.fused_gaussian`), STE and
+EWC, SI and experience replay (:mod:`bimu.engine.fused_real`), MESU (:mod:`bimu.engine.fused_gaussian`), STE and
 Synaptic Metaplasticity (:mod:`bimu.engine.fused_sign`). Per step it draws K relaxed samples, runs
 forward and backward, applies the update and draws the next step's samples in one compiled call
 without Python in between; hard-sample Monte-Carlo evaluation and active-learning scores cost only K
@@ -38,14 +38,14 @@ from typing import Any
 from bimu.engine.cache import refresh_stale_cache
 from bimu.engine.fused import FusedBayesBiNN, FusedBiMU
 from bimu.engine.fused_gaussian import FusedMESU
-from bimu.engine.fused_real import FusedOnlineEWC, FusedSGD, FusedSynapticIntelligence
+from bimu.engine.fused_real import FusedOnlineEWC, FusedReplay, FusedSGD, FusedSynapticIntelligence
 from bimu.engine.fused_sign import FusedSTE, FusedSynapticMetaplasticity
 
 refresh_stale_cache()  # code cached from other engine sources (an edit, a pull) is never loaded
 
 FUSED_METHODS = {"bimu": FusedBiMU, "bayesbinn": FusedBayesBiNN, "sgd": FusedSGD, "ewc-online": FusedOnlineEWC,
                  "si": FusedSynapticIntelligence, "mesu": FusedMESU, "ste": FusedSTE,
-                 "synaptic-metaplasticity": FusedSynapticMetaplasticity}
+                 "synaptic-metaplasticity": FusedSynapticMetaplasticity, "replay": FusedReplay}
 """Method name -> fused class."""
 
 
@@ -93,6 +93,6 @@ def create_fused(method_name: str, sizes: Sequence[int], seed: int = 0,
     return FUSED_METHODS[method_name](sizes, seed=seed, threads=threads, dtype=dtype, **hparams)
 
 
-__all__ = ["FUSED_METHODS", "FusedBayesBiNN", "FusedBiMU", "FusedMESU", "FusedOnlineEWC",
+__all__ = ["FUSED_METHODS", "FusedBayesBiNN", "FusedBiMU", "FusedMESU", "FusedOnlineEWC", "FusedReplay",
            "FusedSGD", "FusedSTE", "FusedSynapticIntelligence", "FusedSynapticMetaplasticity", "create_fused",
            "supports", "why_unsupported"]

@@ -1,10 +1,13 @@
-"""SGD, Online EWC and Synaptic Intelligence in the fused engine (the real-valued ReLU MLP).
+"""SGD, Online EWC, Synaptic Intelligence and experience replay in the fused engine (the real-valued
+ReLU MLP).
 
 Each class has the ``info``, hyperparameters, presets, initial weights (same seed), update rule,
 task-end hook, counters and memory footprint of its torch method (:mod:`bimu.methods.sgd`,
-:mod:`bimu.methods.ewc_online`, :mod:`bimu.methods.si`); a whole chunk of online steps runs in one
-call of :func:`bimu.engine.real.real_train`. The methods are deterministic, so the two paths compute
-the same steps (to float32 rounding: the order of a few sums differs).
+:mod:`bimu.methods.ewc_online`, :mod:`bimu.methods.si`, :mod:`bimu.methods.replay`); a whole chunk of
+online steps runs in one call of :func:`bimu.engine.real.real_train` (:func:`~bimu.engine.real.replay_train`
+for replay). The methods are deterministic, and replay's draws are counter-based on both paths, so the
+two paths compute the same steps (to float32 rounding: the order of a few sums differs) and replay keeps
+the same buffer and replays the same slots.
 
 >>> import numpy as np
 >>> m = FusedSGD([4, 8, 3], seed=0)
@@ -24,8 +27,10 @@ import torch
 from bimu.engine.base import FusedMethod, from_tensors, layer_pairs, to_tensors, views
 from bimu.engine.dense import dense_forward, offsets
 from bimu.engine.hparams import ACT_RELU, RealHP, pack
-from bimu.engine.real import KIND_EWC, KIND_SGD, KIND_SI, real_train
+from bimu.engine.real import KIND_EWC, KIND_SGD, KIND_SI, real_train, replay_train
 from bimu.methods.ewc_online import OnlineEWCMethod
+from bimu.methods.replay import (LABEL_DTYPE, ExperienceReplayMethod, check_buffer_room, check_buffer_state,
+                                 replay_key)
 from bimu.methods.sgd import SGDMethod
 from bimu.methods.si import SynapticIntelligenceMethod
 from bimu.nn.real_mlp import RealMLP
@@ -191,3 +196,79 @@ class FusedSynapticIntelligence(FusedSGD):
         self.path[:] = 0
         self.anchor[:] = self.theta
         self.tasks_seen += 1
+
+
+class FusedReplay(FusedSGD):
+    """Experience replay (:class:`~bimu.methods.replay.ExperienceReplayMethod`) in the fused engine: the
+    SGD network, a reservoir buffer ``buffer_x`` ``[buffer_size, in]`` (the engine's dtype) and
+    ``buffer_y`` (int64), and the counter-based draws of the torch method
+    (:func:`bimu.rng.replay_slots`, :func:`bimu.rng.reservoir_slot`), so that for the same seed and
+    stream both paths hold the same buffer and replay the same slots at every step
+    (:func:`bimu.engine.real.replay_train`)."""
+
+    info = ExperienceReplayMethod.info
+    hyperparameters = ExperienceReplayMethod.hyperparameters
+    presets = ExperienceReplayMethod.presets
+
+    def _build(self, generator):
+        super()._build(generator)
+        size, features = self.hparams["buffer_size"], self.sizes[0]
+        check_buffer_room(size, features)
+        self.buffer_x = np.zeros((size, features), dtype=self.dtype)
+        self.buffer_y = np.zeros(size, dtype=np.int64)
+        self._seen = np.zeros(1, dtype=np.int64)
+        self.replay_key = replay_key(self.seed)
+        self._slots = np.zeros(self.hparams["replay_batch_size"] + 1, dtype=np.int64)
+        self._batch_arrays: tuple | None = None
+
+    @property
+    def buffer_seen(self) -> int:
+        """Labelled examples offered to the buffer so far."""
+        return int(self._seen[0])
+
+    @property
+    def buffer_filled(self) -> int:
+        """Slots holding an example: ``min(buffer_seen, buffer_size)``."""
+        return min(self.buffer_seen, self.hparams["buffer_size"])
+
+    def buffer(self) -> tuple[np.ndarray, np.ndarray]:
+        """The stored inputs ``[buffer_filled, features]`` and labels ``[buffer_filled]`` (views, slot order)."""
+        n = self.buffer_filled
+        return self.buffer_x[:n], self.buffer_y[:n]
+
+    def last_replay_slots(self) -> np.ndarray:
+        """The slots replayed by the last step (a copy; empty before the first step and while the buffer
+        was empty)."""
+        return self._slots[:int(self._slots[-1])].copy()
+
+    def _run(self, xn, yn, n_steps, batch) -> None:
+        k = self.hparams["replay_batch_size"]
+        if self._batch_arrays is None or self._batch_arrays[1].shape[0] != batch + k:
+            self._batch_arrays = (np.zeros((batch + k, self.sizes[0]), self.dtype), np.zeros(batch + k, np.int64))
+        XB, YB = self._batch_arrays
+        replay_train(xn, yn, n_steps, batch, self.theta, self._sizes, self.woff, self.boff, self._hp, self.buffer_x,
+                     self.buffer_y, self._seen, np.uint64(self.replay_key), k, XB, YB, self._slots,
+                     *self._scratch(batch + k))
+
+    def modules_state(self) -> dict[str, Any]:
+        """As :meth:`FusedSGD.modules_state`, plus a copy of the buffer, the number of examples offered to
+        it and the key of the replay draws (the torch method's names)."""
+        return {**super().modules_state(), "buffer_x": torch.from_numpy(self.buffer_x.copy()),
+                "buffer_y": torch.from_numpy(self.buffer_y.copy()), "buffer_seen": self.buffer_seen,
+                "replay_key": self.replay_key}
+
+    def load_modules_state(self, state) -> None:
+        """Restore what :meth:`modules_state` returned; ValueError, changing nothing, for a buffer of another
+        shape or dtype, labels out of range, a bad ``buffer_seen`` or key."""
+        check_buffer_state(state, self.buffer_x.shape, self.n_classes, self.hparams["buffer_size"],
+                           torch.from_numpy(self.buffer_x[:0]).dtype)
+        super().load_modules_state(state)
+        self.buffer_x[:] = state["buffer_x"].numpy()
+        self.buffer_y[:] = state["buffer_y"].numpy()
+        self._seen[0] = state["buffer_seen"]
+        self.replay_key = state.get("replay_key", replay_key(self.seed))
+
+    def memory_bytes(self) -> int:
+        """The parameters plus the buffer, allocated in full (as the torch method counts them)."""
+        assert LABEL_DTYPE == torch.int64
+        return super().memory_bytes() + int(self.buffer_x.nbytes + self.buffer_y.nbytes)

@@ -13,6 +13,10 @@ Fisher sum (``acc``), SI integrates ``path -= g * delta`` (:mod:`bimu.regularize
 :mod:`bimu.regularizers.si`). The task-end folds are a few numpy lines in
 :mod:`bimu.engine.fused_real`.
 
+Experience replay (:func:`replay_train`, :class:`bimu.methods.replay.ExperienceReplayMethod`) is SGD on a
+batch made of the incoming examples followed by the replayed buffer slots (:func:`bimu.rng.replay_slots`),
+then the reservoir update of the buffer (:func:`bimu.rng.reservoir_slot`).
+
 Parameter layout (flat ``theta``, and ``F`` / ``anchor`` / ``acc`` / ``path`` alike): the weights of
 every layer (:func:`bimu.engine.dense.offsets` ``woff``) followed by the biases of every layer
 (``woff[-1] + boff``). The step loop allocates nothing and calls no Python.
@@ -26,7 +30,7 @@ from bimu.engine.dense import backprop_rows, batch_grad_row, ce_delta
 from bimu.engine.dots import dot
 from bimu.engine.hparams import RealHP
 from bimu.engine.scalar import KERNEL_OPTS
-from bimu.rng import as_like
+from bimu.rng import as_like, replay_slots, reservoir_slot
 
 KIND_SGD = 0
 """Plain SGD (no penalty)."""
@@ -144,3 +148,46 @@ def real_train(X, Y, n_steps, B, theta, pen, anchor, acc, path, sizes, woff, bof
             e0 = Pw + boff[l]
             _update_row(theta[e0:e0 + n_out], g, pen[e0:e0 + n_out], anchor[e0:e0 + n_out], acc[e0:e0 + n_out],
                         path[e0:e0 + n_out], n_out, kind, B == 1, nlr, coef)
+
+
+@njit(fastmath=False, **KERNEL_OPTS)
+def replay_train(X, Y, n_steps, Bn, theta, sizes, woff, boff, hp, BX, BY, seen, key, k, XB, YB, slots,
+                 Z, A, D, grow, sq, p):
+    """``n_steps`` experience-replay steps of ``Bn`` incoming examples each (rows of ``X``, labels ``Y``).
+
+    Each step: the replay slots of the step (:func:`bimu.rng.replay_slots` with ``n = seen[0]``, the
+    number of labelled examples offered so far, and ``filled = min(n, M)``) into ``slots`` (their count
+    into ``slots[k]``); the batch ``XB, YB`` = the incoming rows, then the buffer rows ``BX[slots]``,
+    ``BY[slots]``; one SGD step on its mean cross-entropy (:func:`real_train`); then each incoming
+    example offered to the buffer of ``M = BX.shape[0]`` slots in turn (:func:`bimu.rng.reservoir_slot`;
+    ``seen[0]`` advances by one per example). ``hp``: :class:`~bimu.engine.hparams.RealHP`; ``key``:
+    the replay key (uint64). Scratch: ``XB`` ``[Bn + k, in]``, ``YB`` ``[Bn + k]``, ``slots``
+    ``[k + 1]`` (int64) and :func:`real_train`'s for batches of ``Bn + k``.
+    """
+    M = BX.shape[0]
+    n_in0 = sizes[0]
+    empty = theta[:0]
+    for s in range(n_steps):
+        r0 = s * Bn
+        n = seen[0]
+        filled = min(n, M)
+        nrep = replay_slots(key, n, filled, k, slots)
+        slots[k] = nrep
+        for b in range(Bn):
+            for i in range(n_in0):
+                XB[b, i] = X[r0 + b, i]
+            YB[b] = Y[r0 + b]
+        for q in range(nrep):
+            for i in range(n_in0):
+                XB[Bn + q, i] = BX[slots[q], i]
+            YB[Bn + q] = BY[slots[q]]
+        real_train(XB, YB, 1, Bn + nrep, theta, empty, empty, empty, empty, sizes, woff, boff, KIND_SGD, hp,
+                   Z, A, D, grow, sq, p)
+        for b in range(Bn):
+            m = seen[0]
+            j = reservoir_slot(key, m, M)
+            if j < M:
+                for i in range(n_in0):
+                    BX[j, i] = X[r0 + b, i]
+                BY[j] = Y[r0 + b]
+            seen[0] = m + 1

@@ -49,8 +49,25 @@ BAYESBINN_VARIANTS = (
 BayesBiNN numbers."""
 
 
+def replay_row(opts: Options, labels_after: tuple[str, ...] = (), **limits) -> Row:
+    """Experience replay (not a method of the paper) with its defaults, which the row's label and note
+    state: a reservoir buffer of ``buffer_size`` examples, ``replay_batch_size`` stored examples replayed
+    with each incoming one, the SGD baseline's network and Permuted-MNIST learning rate. No paper column."""
+    from bimu.methods.replay import ExperienceReplayMethod, buffer_bytes
+
+    hp = ExperienceReplayMethod.resolve_hyperparameters({})
+    size, k = hp["buffer_size"], hp["replay_batch_size"]
+    note = (f"Replay: experience replay with a reservoir buffer (Chaudhry et al. 2019; not a method of the paper, "
+            f"no paper column) on the SGD baseline's 784-100-10 ReLU network with its lr {hp['lr']:g}: "
+            f"M = {size:,} stored examples ({buffer_bytes(size, 784) / 1e6:.2f} MB), {k} replayed with each "
+            f"incoming example; OOD AUC from the predictive entropy (a deterministic network)")
+    return Row([f"Replay, M = {_fmt_n(size)}", *labels_after], "replay",
+               base_config(opts, tasks_full=100, method="replay", **limits), {}, note=note)
+
+
 def rows_memory_window(opts: Options) -> list[Row]:
-    """BiMU with each memory window N of the paper (quick: two of them), then BayesBiNN."""
+    """BiMU with each memory window N of the paper (quick: two of them), then BayesBiNN, then experience
+    replay (:func:`replay_row`)."""
     ns = [n for n in paper.MEMORY_WINDOW if isinstance(n, int)]
     if opts.scale == "quick":
         ns = [100, 700]
@@ -61,13 +78,15 @@ def rows_memory_window(opts: Options) -> list[Row]:
     for label, slug, overrides, note in BAYESBINN_VARIANTS:
         rows.append(Row([label], slug, base_config(opts, tasks_full=100, method="bayesbinn", overrides=overrides),
                         cells, note=note))
+    rows.append(replay_row(opts))
     return rows
 
 
 def rows_activation(opts: Options) -> list[Row]:
     """Sign (ReLU for MESU) vs RBG for BayesBiNN, BiMU, MESU, Syn. Meta. through each method's
     ``activation`` hyperparameter; then Syn. Meta. again with the norm of the paper's runs
-    (``bn_statistics=equinox``, the compatibility switch that explains its rows' gaps)."""
+    (``bn_statistics=equinox``, the compatibility switch that explains its rows' gaps); then experience
+    replay on its ReLU network (:func:`replay_row`, at full scale the memory-window table's runs)."""
     variants = [(method, act, False) for method, first in (("bayesbinn", "sign"), ("bimu", "sign"), ("mesu", "relu"),
                                                            ("synaptic-metaplasticity", "sign"))
                 for act in (first, "rbg")]
@@ -85,6 +104,7 @@ def rows_activation(opts: Options) -> list[Row]:
                         note="\"paper's norm\": bn_statistics=equinox, the batch norm of the paper's runs "
                         "(compatibility switch)"
                         if paper_norm else ""))
+    rows.append(replay_row(opts, ("ReLU",), train_limit=100, test_limit=100))
     return share_runs(rows, "memory-window", rows_memory_window(opts))
 
 
