@@ -35,7 +35,7 @@ from bimu.atomic import atomic_write_bytes, atomic_write_text, owned_temp
 from bimu.checkpoint import (CheckpointError, check_checkpoint_state, checkpoint_bytes,  # noqa: F401 - used from here
                              checkpoint_value, load_checkpoint_file)
 from bimu.process import Owner, pid_alive  # noqa: F401 - pid_alive is used from here by bimu.tune
-from bimu.untrusted import (MAX_LOCK_BYTES, NUMBER, UntrustedFileError, check_fields, load_npy, memory_budget,
+from bimu.untrusted import (MAX_LOCK_BYTES, NUMBER, UntrustedFileError, check_fields, gib, load_npy, memory_budget,
                             read_json, read_jsonl, read_text)
 
 CONFIG = "config.json"
@@ -397,7 +397,10 @@ def read_prequential(path: str | os.PathLike) -> dict[str, np.ndarray]:
     names = ("example", "task", "correct", "window_acc")
     if not Path(path).exists():
         return {**{k: np.zeros(0, np.float64 if k == "window_acc" else np.int64) for k in names}, "window": None}
-    text = read_text(path, memory_budget())
+    size, budget = os.path.getsize(path), memory_budget()  # read() sizes its buffer by the limit: the file's
+    if size > budget // 4:  # text, then a float64 row of four per ~20 bytes
+        raise UntrustedFileError(f"{path}: {gib(size)} is more than this machine's budget for it ({gib(budget // 4)})")
+    text = read_text(path, size)
     head, _, body = text.partition("\n")
     cols = head.strip().split(",")
     if cols[:3] != ["example", "task", "correct"] or len(cols) != 4 or not cols[3].startswith("acc_last_") \

@@ -11,7 +11,8 @@ of the task is recorded or checkpointed), and yields a :class:`TaskDone`;
 the caller evaluates, records or checkpoints before the next task starts. :func:`learn_task` learns
 one task: labelled (batch by batch; a method with ``learn_many`` takes 4096 batch-size-1 steps per
 compiled call, the same as one ``learn`` per example), or through an active learner (``predict_one``
-on each example, ``learn_one`` on those it asks for).
+on each example, ``learn_one`` on those it asks for). With a ``prequential`` sampler it also records
+test-then-train predictions, leaving the training as it is (:mod:`bimu.experiments.prequential`).
 
 :func:`evaluate` gives a method's accuracy and uncertainty scores on a set; :func:`evaluate_test_task`
 and :func:`evaluate_ood` evaluate a task's test set and the OOD set with the generator a run draws
