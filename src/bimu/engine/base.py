@@ -38,6 +38,21 @@ def check_threads(threads: int | None) -> int:
     return threads
 
 
+FINITE_CHECK_VALUES = 1 << 20
+"""Values per block of :func:`all_finite` (its one temporary: a boolean array of a block)."""
+
+
+def all_finite(a: np.ndarray) -> bool:
+    """Whether every value of the 2-D array ``a`` is finite, tested a block of rows at a time (a whole
+    task's inputs at once would need a boolean copy of a quarter of their size).
+
+    >>> all_finite(np.zeros((3, 2))), all_finite(np.array([[0.0, np.inf]]))
+    (True, False)
+    """
+    rows = max(1, FINITE_CHECK_VALUES // max(1, a.shape[1]))
+    return all(bool(np.isfinite(a[i:i + rows]).all()) for i in range(0, len(a), rows))
+
+
 class FusedMethod(OnlineMethod):
     """Base class of the engine's methods (see the module docstring).
 
@@ -66,7 +81,7 @@ class FusedMethod(OnlineMethod):
         if not (x.dim() == 2 and x.shape[1] == self.sizes[0] and x.device.type == "cpu"
                 and x.dtype in (torch.float32, torch.float64)):
             return super().check_batch(x, y)
-        if not np.isfinite(x.detach().numpy()).all():
+        if not all_finite(x.detach().numpy()):
             raise ValueError("inputs contain NaN or infinite values")
         if y is not None:
             check_labels(y, x.shape[0], self.n_classes)

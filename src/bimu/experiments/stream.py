@@ -162,8 +162,10 @@ def _stream(benchmark, method, seed, tasks, learner, predict, batch_size, train_
             method.check_finite(t)
         except DivergenceError as e:
             raise e.during(t) from None
-        first += int(len(y))
-        yield TaskDone(task=t, n_train=int(len(y)), steps=steps, train_seconds=train_s, online_correct=correct,
+        n_train = int(len(y))
+        first += n_train
+        x = y = None  # the caller's evaluation and the next task's arrays run without this task's
+        yield TaskDone(task=t, n_train=n_train, steps=steps, train_seconds=train_s, online_correct=correct,
                        asked=asked, tested=tested)
 
 
