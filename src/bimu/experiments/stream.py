@@ -5,9 +5,9 @@
 (:func:`bimu.tune.evaluators.synthetic_evaluate`). For each task it takes the task's training examples
 in presentation order (``benchmark.train_task(task, seed)``, the first ``train_limit`` of them, through
 ``transform`` if given), checks them once (``method.check_batch``), learns them with :func:`learn_task`,
-calls ``task_end()`` for methods that declare ``needs_task_boundaries``, checks that the method's state
-is finite (:class:`~bimu.methods.divergence.DivergenceError` naming the task otherwise, before anything
-of the task is recorded or checkpointed), and yields a :class:`TaskDone`;
+calls ``task_examples(x, y)`` then ``task_end()`` for methods that declare ``needs_task_boundaries``, checks
+that the method's state is finite (:class:`~bimu.methods.divergence.DivergenceError` naming the task otherwise,
+before anything of the task is recorded or checkpointed), and yields a :class:`TaskDone`;
 the caller evaluates, records or checkpoints before the next task starts. :func:`learn_task` learns
 one task: labelled (batch by batch; a method with ``learn_many`` takes 4096 batch-size-1 steps per
 compiled call, the same as one ``learn`` per example), or through an active learner (``predict_one``
@@ -158,6 +158,7 @@ def _stream(benchmark, method, seed, tasks, learner, predict, batch_size, train_
                     correct, asked = correct + c, asked + a
             train_s = time.perf_counter() - t0 - paused - (tested.seconds if tested is not None else 0.0)
             if boundaries:
+                method.task_examples(x, y)  # a no-op unless the method needs_task_examples
                 method.task_end()
             method.check_finite(t)
         except DivergenceError as e:
