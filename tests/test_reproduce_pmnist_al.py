@@ -115,6 +115,25 @@ def test_the_comparison_rows_and_presets():
         al.pmnist_setup(Options(benchmark="pmnist"))
 
 
+def test_the_cost_script_prices_every_row_of_the_venue():
+    import doctest
+
+    from repo_scripts import load
+
+    cost = load("scripts/al_methods_cost.py")
+    assert doctest.testmod(cost).failed == 0
+    per = {"update": 1e-3, "query": 2e-3}  # seconds an example
+    est = cost.estimate("pmnist", dict.fromkeys(al_methods.COMPARED, per), stream=1000)
+    assert {k: (v["rows"], v["runs"]) for k, v in est.items()} == {
+        "pmnist-al": (127, 381), "pmnist-vr-samples": (41, 123), "pmnist-budget-controller": (19, 57)}
+    # the controller's rows are priced at their target; its baseline, one update an example
+    targets = sum(al.BUDGETS) * len(al.GAMMAS)
+    low, high = est["pmnist-budget-controller"]["core_hours"]
+    assert low == high == pytest.approx(3 * (1000 * 1e-3 + 18 * 2.0 + 1000 * targets * 1e-3) / 3600)
+    low, high = est["pmnist-al"]["core_hours"]
+    assert 0 < low < high
+
+
 def _quick(name, out, *extra):
     return main(["reproduce", name, "--scale", "quick", "--engine", "torch", "--seeds", "1", "--out", str(out),
                  "--jobs", "1", *extra])
