@@ -6,13 +6,15 @@ observed labels are accumulated online during a task (no replay buffer) and aver
 empirical Fisher at :meth:`~OnlineEWCMethod.task_end`; for a batch of ``B > 1`` each example's
 gradient is computed separately. Needs task boundaries.
 
-Two compatibility switches (off by default) follow the paper's code:
+Two switches (off by default) change ``F_task``:
 
-- ``fisher="task-end"`` recomputes the task's Fisher at the task's end, at the final parameters, over
-  the task's training examples (a second pass over them): the stream gives them to
-  :meth:`~OnlineEWCMethod.task_examples` before :meth:`~OnlineEWCMethod.task_end`
-  (:attr:`~OnlineEWCMethod.needs_task_examples`), and they are not kept after it;
-- ``fisher_norm="sum"`` folds in the sum of the task's squared gradients instead of their mean.
+- ``fisher="task-end"`` (a compatibility switch: the paper's code) recomputes the task's Fisher at the
+  task's end, at the final parameters, over the task's training examples (a second pass over them):
+  the stream gives them to :meth:`~OnlineEWCMethod.task_examples` before
+  :meth:`~OnlineEWCMethod.task_end` (:attr:`~OnlineEWCMethod.needs_task_examples`), and they are not
+  kept after it;
+- ``fisher_norm="sum"`` folds in the sum of the task's squared gradients instead of their mean (for
+  tasks of ``n`` examples each, the mean with an ``importance`` ``n`` times larger).
 
 >>> import torch
 >>> m = OnlineEWCMethod([4, 3], seed=0)
@@ -43,17 +45,6 @@ FISHER_SOURCES = ("online", "task-end")
 parameters of its step), or recomputed over the task's examples at its end (a second pass)."""
 
 
-def fisher_switches() -> tuple[Hyperparameter, Hyperparameter]:
-    """The compatibility switches ``fisher`` and ``fisher_norm`` (shared with the fused engine's class)."""
-    return (Hyperparameter("fisher", str, "online",
-                           "the task's squared gradients: online (accumulated while it is learned) or task-end "
-                           "(COMPATIBILITY: the paper's code, a second pass over the task's examples at its end, "
-                           "at the final parameters)", choices=FISHER_SOURCES),
-            Hyperparameter("fisher_norm", str, "mean",
-                           "F_task: mean of the task's squared gradients, or sum (COMPATIBILITY: grows with the "
-                           "task's size)", choices=FISHER_NORMS))
-
-
 def task_end_error(name: str) -> ValueError:
     """The error of a ``fisher="task-end"`` method whose task ends without its examples."""
     return ValueError(f"{name} with fisher='task-end' recomputes the Fisher over the task's examples: call "
@@ -66,12 +57,13 @@ class OnlineEWCMethod(PenalisedSGDMethod):
     task's examples of the squared gradient of the cross-entropy at each example's label.
 
     By default the squared gradients are accumulated while the task is learned (each at the parameters
-    of its step; the stream keeps no data). Two compatibility switches reproduce the paper's code:
-    ``fisher="task-end"`` recomputes them at the task's end, at the final parameters, over the task's
-    training examples (a second pass; the stream hands the task's examples to ``task_examples(x, y)``
-    before ``task_end()``, which an active learner that labels only some examples cannot do), and
-    ``fisher_norm="sum"`` folds in their sum over the task's examples instead of their mean (the
-    penalty then grows with the task's size: 60,000 times the mean on a Permuted-MNIST task).
+    of its step; the stream keeps no data). ``fisher="task-end"``, a compatibility switch for the
+    paper's code, recomputes them at the task's end, at the final parameters, over the task's training
+    examples (a second pass; the stream hands the task's examples to ``task_examples(x, y)`` before
+    ``task_end()``, which an active learner that labels only some examples cannot do).
+    ``fisher_norm="sum"`` folds in their sum over the task's examples instead of their mean: the
+    penalty then grows with the task's size (60,000 times the mean on a Permuted-MNIST task, the mean
+    with an ``importance`` 60,000 times larger).
     """
 
     info = real_mlp_info("ewc-online", needs_task_boundaries=True)
@@ -81,7 +73,13 @@ class OnlineEWCMethod(PenalisedSGDMethod):
         Hyperparameter("downweighting", float, 0.7, "gamma: F <- gamma F + F_task at each task end",
                        check=lambda v: 0.0 <= v <= 1.0, requirement="in [0, 1]"),
         bias_switch(),
-        *fisher_switches(),
+        Hyperparameter("fisher", str, "online",
+                       "the task's squared gradients: online (accumulated while it is learned) or task-end "
+                       "(COMPATIBILITY: the paper's code, a second pass over the task's examples at its end, "
+                       "at the final parameters)", choices=FISHER_SOURCES),
+        Hyperparameter("fisher_norm", str, "mean",
+                       "F_task: mean of the task's squared gradients, or their sum (which grows with the "
+                       "task's size)", choices=FISHER_NORMS),
     )
     presets = {
         "pmnist-100": dict(lr=0.003, importance=4.1, downweighting=0.7),

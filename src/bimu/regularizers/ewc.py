@@ -16,10 +16,11 @@ buffer, so the examples cannot be revisited at the task end: the squared gradien
 only) in ``fisher_accumulator`` and averaged at :meth:`OnlineEWC.task_end`. This costs one more
 parameter-sized tensor during a task, which the memory accounting includes.
 
-Two compatibility options change ``F_task``: ``fisher_norm="sum"`` folds in the sum over the task's
-examples instead of their mean (``n`` times larger for a task of ``n`` examples), and
+Two options change ``F_task``: ``fisher_norm="sum"`` folds in the sum over the task's examples
+instead of their mean (``n`` times larger for a task of ``n`` examples), and
 :meth:`OnlineEWC.load_task_sums` replaces the accumulated sum by one computed elsewhere (the sum over
-the task's examples at the parameters of the task's end, a second pass over them).
+the task's examples at the parameters of the task's end, a second pass over them, as the paper's
+code computes it).
 
 >>> import torch
 >>> p = torch.nn.Parameter(torch.tensor([1.0, 2.0]))
@@ -46,7 +47,7 @@ from bimu.regularizers.quadratic import QuadraticPenalty
 
 FISHER_NORMS = ("mean", "sum")
 """How a task's squared gradients become ``F_task``: their mean over the task's examples (Online EWC's
-empirical Fisher), or their sum (a compatibility option: the penalty then grows with the task's size)."""
+empirical Fisher), or their sum (the penalty then grows with the task's size)."""
 
 
 class OnlineEWC(QuadraticPenalty):
