@@ -3,7 +3,7 @@
 - Task ``t`` permutes the 784 pixels with a permutation drawn lazily from ``(seed, t)``; no dataset
   object per task is stored. A task's tensors are built on demand from the uint8 images, straight into
   their one float32 array (pixels gathered in the task's order and permutation, block by block, and
-  looked up in a 256-entry table of standardised values); only the OOD set is kept as floats.
+  looked up in a 256-entry table of standardised values); the OOD set is built the same way.
 - Pixels are divided by 255, then standardised with the MNIST *training* mean and standard deviation
   (one scalar each, so permutation-invariant); the same transform is applied to the test sets and to
   the Fashion-MNIST OOD set.
@@ -178,12 +178,11 @@ class PermutedMNIST:
         self._test_table = (pixel_table(*training_statistics(self._test_x)) if test_own_statistics
                             else self._train_table)
         self._test_labels = torch.from_numpy(self._test_y.astype(np.int64))
-        self._ood = None
+        self._ood_images = None
         if ood:
             fx, _ = load_dataset("fashion-mnist", "test", data_dir)
-            if self.test_limit is not None:
-                fx = fx[: self.test_limit]
-            self._ood = standardise(fx, 0.0, 1.0) if ood_unstandardised else standardise(fx, self.mean, self.std)
+            self._ood_images = fx if self.test_limit is None else fx[: self.test_limit]
+            self._ood_table = pixel_table(0.0, 1.0) if ood_unstandardised else self._train_table
 
     def _check_task(self, task: int) -> int:
         task = int(task)
@@ -225,8 +224,10 @@ class PermutedMNIST:
 
     def ood_set(self) -> torch.Tensor | None:
         """Fashion-MNIST test images, standardised with the MNIST training statistics (unpermuted;
-        divided by 255 only with ``ood_unstandardised``)."""
-        return self._ood
+        divided by 255 only with ``ood_unstandardised``), built on each call like a task's test set."""
+        if self._ood_images is None:
+            return None
+        return gather_standardised(self._ood_images, None, np.arange(N_PIXELS), self._ood_table)
 
     def __repr__(self) -> str:
         return (f"PermutedMNIST(n_tasks={self.n_tasks}, seed={self.seed}, train_limit={self.train_limit}, "

@@ -331,6 +331,13 @@ def evaluate_ood(method, ood_x: torch.Tensor, *, seed: int, after_task: int, bat
                     generator=eval_generator(seed, after_task, -1, _OOD_TAG), scores=scores)[1]
 
 
+def ood_inputs(benchmark, test_limit: int | None = None) -> torch.Tensor | None:
+    """``benchmark``'s OOD inputs (the first ``test_limit``), or ``None``; the runner's stream asks for them
+    at each OOD evaluation, so a benchmark that builds them on demand holds no copy while tasks are learned."""
+    x = benchmark.ood_set()
+    return x if x is None or test_limit is None else x[:test_limit]
+
+
 # --------------------------------------------------------------------------------- the runner's stream
 def run_stream(benchmark, method, schedule: EvalSchedule | None = None, *, seed: int = 0,
                n_tasks: int | None = None, run_dir: RunDir | str | Path | None = None,
@@ -393,10 +400,7 @@ def _run_stream(benchmark, method, schedule, seed, n_tasks, run_dir, progress, l
     rd = RunDir(run_dir) if run_dir is not None and not isinstance(run_dir, RunDir) else run_dir
     log = log or (lambda s: None)
     scores = [s for s in ood_scores if s in method.info.uncertainty_scores] if ood else []
-    ood_x = benchmark.ood_set() if scores else None
-    if ood_x is not None and test_limit is not None:
-        ood_x = ood_x[:test_limit]
-    if ood_x is None:
+    if scores and benchmark.ood_set() is None:
         scores = []
 
     if every < 0:
@@ -442,8 +446,8 @@ def _run_stream(benchmark, method, schedule, seed, n_tasks, run_dir, progress, l
             R[t, j] = acc
             evaluated[str(j)] = acc
             if want:
-                s_out = evaluate_ood(method, ood_x, seed=seed, after_task=t, batch_size=eval_batch_size,
-                                     n_samples=eval_samples, scores=want)
+                s_out = evaluate_ood(method, ood_inputs(benchmark, test_limit), seed=seed, after_task=t,
+                                     batch_size=eval_batch_size, n_samples=eval_samples, scores=want)
                 ood_auc = {s: metrics.roc_auc(s_in[s], s_out[s]) for s in want}
                 # the paper code's approximate AUC beside the exact one, to tell metric from model
                 ood_auc_reference = {s: metrics.roc_auc_reference_1000_thresholds(s_in[s], s_out[s]) for s in want}
