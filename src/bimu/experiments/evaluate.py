@@ -90,7 +90,7 @@ def evaluate_run(path: str | Path, *, tasks: Sequence[str] = ("current",), optio
     """
     from bimu import metrics
     from bimu.experiments.runner import make_benchmark, make_method
-    from bimu.experiments.stream import CHECKPOINT_FORMAT, evaluate_ood, evaluate_test_task, ood_inputs
+    from bimu.experiments.stream import CHECKPOINT_FORMAT, evaluate_ood, evaluate_test_task
 
     if eval_samples is not None and int(eval_samples) < 1:
         raise ValueError(f"--eval-samples must be >= 1, got {eval_samples}")
@@ -122,7 +122,7 @@ def evaluate_run(path: str | Path, *, tasks: Sequence[str] = ("current",), optio
         for s in wanted:
             if s not in available:
                 raise ValueError(f"score {s!r}: {cfg.method} gives {available}")
-    ood_x = ood_inputs(bench, cfg.test_limit) if (ood and wanted) else None
+    ood_x = bench.ood_set() if (ood and wanted) else None
     if ood and wanted and ood_x is None and scores is not None:
         raise ValueError(f"benchmark {cfg.benchmark!r} has no OOD set to score {list(scores)} against")
     from bimu.methods import get_method
@@ -144,6 +144,8 @@ def evaluate_run(path: str | Path, *, tasks: Sequence[str] = ("current",), optio
     current = int(ckpt["task"])
     chosen = parse_tasks(tasks, current=current, n_tasks=n)
     method.load_state_dict(ckpt["method_state"])
+    if ood_x is not None and cfg.test_limit is not None:
+        ood_x = ood_x[:cfg.test_limit]
     s_out = None
     if ood_x is not None:
         s_out = evaluate_ood(method, ood_x, seed=seed, after_task=current, batch_size=cfg.eval_batch_size,

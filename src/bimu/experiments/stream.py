@@ -163,9 +163,8 @@ def _stream(benchmark, method, seed, tasks, learner, predict, batch_size, train_
             method.check_finite(t)
         except DivergenceError as e:
             raise e.during(t) from None
-        n_train = int(len(y))
+        n_train, x, y = int(len(y)), None, None  # the caller's evaluation and the next task run without x, y
         first += n_train
-        x = y = None  # the caller's evaluation and the next task's arrays run without this task's
         yield TaskDone(task=t, n_train=n_train, steps=steps, train_seconds=train_s, online_correct=correct,
                        asked=asked, tested=tested)
 
@@ -331,13 +330,6 @@ def evaluate_ood(method, ood_x: torch.Tensor, *, seed: int, after_task: int, bat
                     generator=eval_generator(seed, after_task, -1, _OOD_TAG), scores=scores)[1]
 
 
-def ood_inputs(benchmark, test_limit: int | None = None) -> torch.Tensor | None:
-    """``benchmark``'s OOD inputs (the first ``test_limit``), or ``None``; the runner's stream asks for them
-    at each OOD evaluation, so a benchmark that builds them on demand holds no copy while tasks are learned."""
-    x = benchmark.ood_set()
-    return x if x is None or test_limit is None else x[:test_limit]
-
-
 # --------------------------------------------------------------------------------- the runner's stream
 def run_stream(benchmark, method, schedule: EvalSchedule | None = None, *, seed: int = 0,
                n_tasks: int | None = None, run_dir: RunDir | str | Path | None = None,
@@ -400,7 +392,7 @@ def _run_stream(benchmark, method, schedule, seed, n_tasks, run_dir, progress, l
     rd = RunDir(run_dir) if run_dir is not None and not isinstance(run_dir, RunDir) else run_dir
     log = log or (lambda s: None)
     scores = [s for s in ood_scores if s in method.info.uncertainty_scores] if ood else []
-    if scores and benchmark.ood_set() is None:
+    if scores and benchmark.ood_set() is None:  # asked for at each evaluation: none is held while tasks are learned
         scores = []
 
     if every < 0:
@@ -446,7 +438,7 @@ def _run_stream(benchmark, method, schedule, seed, n_tasks, run_dir, progress, l
             R[t, j] = acc
             evaluated[str(j)] = acc
             if want:
-                s_out = evaluate_ood(method, ood_inputs(benchmark, test_limit), seed=seed, after_task=t,
+                s_out = evaluate_ood(method, benchmark.ood_set()[:test_limit], seed=seed, after_task=t,
                                      batch_size=eval_batch_size, n_samples=eval_samples, scores=want)
                 ood_auc = {s: metrics.roc_auc(s_in[s], s_out[s]) for s in want}
                 # the paper code's approximate AUC beside the exact one, to tell metric from model
