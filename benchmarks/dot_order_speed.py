@@ -126,8 +126,8 @@ def _packed(dispatcher) -> str:
     fresh = njit(**opts)(dispatcher.py_func)
     fresh.compile(dispatcher.signatures[0])
     asm = "\n".join(fresh.inspect_asm().values())
-    ps = len(re.findall(r"\bv?(?:mul|add|fmadd\w*)ps\b", asm))
-    ss = len(re.findall(r"\bv?(?:mul|add|fmadd\w*)ss\b", asm))
+    ps = len(re.findall(r"\bv?(?:mul|add|fmadd\w*)p[sd]\b", asm))
+    ss = len(re.findall(r"\bv?(?:mul|add|fmadd\w*)s[sd]\b", asm))
     return f"{ps} packed / {ss} scalar float ops"
 
 

@@ -3,8 +3,9 @@
 Network 784-100-10 (LayerNorm without affine, RBG), K = 5 relaxed samples, BiMU with the pmnist-100
 preset, batch size 1, real MNIST (``$BIMU_DATA_DIR/mnist``, default ``/work/shared/data``), pixels /255
 then standardised. Prints one table: path, threads, steps/s and the ratio to the torch path measured
-in the same run, plus the time to evaluate the 10,000 test examples with K = 5 hard samples, and the
-machine's load (``uptime``) before and after: on a shared machine, compare ratios, not absolute rates.
+in the same run, plus the time to evaluate the 10,000 test examples with K = 5 hard samples, the
+processor and the machine's load before and after: on a shared machine, compare ratios, not absolute
+rates.
 
 Then one row per baseline (``--methods``, default every other method the engine runs): its torch
 method and its fused version, each on one thread, with the method's pmnist-100 preset (experience
@@ -21,13 +22,17 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 
+import bimu  # noqa: F401 - before torch: its OpenMP wait policy (bimu.threads) applies, as in `bimu run`
 import numpy as np
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import cpu_line, load_line  # noqa: E402
 
 
 def load_mnist(data_dir: Path):
@@ -41,13 +46,6 @@ def load_mnist(data_dir: Path):
     xte = xte.reshape(-1, 784).astype(np.float32) / 255.0
     mean, std = xtr.mean(), xtr.std()
     return (xtr - mean) / std, ytr.astype(np.int64), (xte - mean) / std, yte.astype(np.int64)
-
-
-def _uptime() -> str:
-    try:
-        return subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
-    except OSError:
-        return f"load average {os.getloadavg()}"
 
 
 def _threading_layer() -> str:
@@ -82,7 +80,7 @@ def main(argv=None) -> int:
     from bimu.methods import create_method
     from bimu.methods.bimu import BiMUMethod
 
-    load_before = _uptime()
+    load_before = load_line()
     xtr, ytr, xte, yte = load_mnist(Path(args.data_dir))
     hp = BiMUMethod.resolve_hyperparameters({}, preset="pmnist-100")
     sizes = [784, 100, 10]
@@ -147,8 +145,9 @@ def main(argv=None) -> int:
 
     print(f"workload: MNIST 784-100-10 RBG, K=5, BiMU pmnist-100, batch 1, {n} engine steps (best of "
           f"{args.repeats}), {args.torch_steps} torch steps")
-    print(f"uptime before: {load_before}")
-    print(f"uptime after:  {_uptime()}")
+    print(f"machine: {cpu_line()}")
+    print(f"before: {load_before}")
+    print(f"after:  {load_line()}")
     print(f"{'path':<18} {'threads':>7} {'steps/s':>10} {'vs torch':>9}   (numba threading layer: "
           f"{_threading_layer()})")
     for name, threads, rate in rows:
@@ -162,7 +161,7 @@ def main(argv=None) -> int:
         for name in baselines:
             t_rate, e_rate = _baseline_rates(name, xtr, ytr, args)
             print(f"{name:<24} {t_rate:>13.1f} {e_rate:>14.0f} {e_rate / t_rate:>8.1f}x")
-        print(f"uptime after baselines: {_uptime()}")
+        print(f"after baselines: {load_line()}")
     return 0
 
 

@@ -1,15 +1,17 @@
 """Run the full-scale reproductions as resumable queues on one core each, cheapest runs first.
 
-    python scripts/compute_queue.py OUT [--queue pmnist|active|mesu|pmnist-b|after-pmnist] [--dry-run]
+    python scripts/compute_queue.py OUT [--queue pmnist|active|mesu|pmnist-b|after-pmnist|pmnist-al] [--dry-run]
 
 ``pmnist`` (the default): Table 1 and the memory-window rows on the 1000-task stream. ``active``: the
 active-learning entries on the stand-ins (animals-ti, objects-seq). ``mesu``: Table 1's MESU seed 0
 (the longest single run, on a core of its own). ``pmnist-b``: what the mesu queue's core takes up
 when that queue is done (probes of Table 1's BayesBiNN and Syn. Meta. gaps, trained by the pmnist
 queue's code), then
-``after-pmnist`` (MESU's seed 1). A run (row and seed) belongs to one queue only: two queues with
-different OUT folders would each train it. Run each from its own frozen worktree and OUT, one core
-each.
+``after-pmnist`` (MESU's seed 1). ``pmnist-al``: the active-learning entries of the real-data venue,
+imbalanced Permuted MNIST (the method comparison, then the controller and K tables that decide claims 4
+and 6, then the other scores of each method's figure). A run (row and seed) belongs to one queue
+only: two queues with different OUT folders would each train it. Run each from its own frozen worktree
+and OUT, one core each.
 
 Each item is ``bimu reproduce NAME --scale full --seeds N [--first-seed F] [--rows ROW ...] --jobs 1
 --out OUT``, or a probe (a run that tests a cause of a gap: ``bimu run ARGS --out
@@ -117,7 +119,30 @@ AFTER_PMNIST = [
     # MESU's second seed
     ("pmnist-1000", "mesu", 1, 1),
 ]
-QUEUES = {"pmnist": PMNIST, "active": ACTIVE, "mesu": MESU, "pmnist-b": PMNIST_B, "after-pmnist": AFTER_PMNIST}
+def _k_rows(keep):
+    """The slugs of the Permuted-MNIST K table's rows whose K ``keep(K)`` selects (the baseline: K = 10)."""
+    def slugs() -> list[str]:
+        from bimu.reproduce import active_learning as al
+        from bimu.reproduce.spec import Options
+
+        return [r.slug for r in al.rows_vr_samples(Options(scale="full"), "pmnist") if keep(r.params["mc_samples"])]
+    return slugs
+
+
+PMNIST_AL = [
+    # the real-data venue (docs/active-learning.md), 3 seeds a row, 400,730 stream examples a run
+    # (python scripts/al_methods_cost.py --venue pmnist --estimate prices them): each method's baseline,
+    # comparison rule and random querying (claims 1-3 and, from BiMU VR 0.1, 5; ~16-23 core-hours), the
+    # budget controller (claim 4; ~10) and the K table's K = 2-10 (claim 6; ~7-9), then the other scores
+    # of each method's figure (~30-46) and K = 25 (~32-36), which decide no claim
+    ("pmnist-al", _rows("pmnist", _compared), 3),
+    ("pmnist-budget-controller", None, 3),
+    ("pmnist-vr-samples", _k_rows(lambda k: k < 25), 3),
+    ("pmnist-al", None, 3),
+    ("pmnist-vr-samples", None, 3),
+]
+QUEUES = {"pmnist": PMNIST, "active": ACTIVE, "mesu": MESU, "pmnist-b": PMNIST_B, "after-pmnist": AFTER_PMNIST,
+          "pmnist-al": PMNIST_AL}
 QUEUE = PMNIST
 
 

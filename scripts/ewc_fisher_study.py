@@ -82,13 +82,16 @@ def check_fisher(method, x: torch.Tensor, y: torch.Tensor) -> float:
 
 
 def summarize(rows: list[dict]) -> list[str]:
-    """Lines of text: the accuracy right after training by stretch of tasks, then each AUC (and the
-    Fisher ratio) as mean and sd over the tasks and at the last task."""
+    """Lines of text: the accuracy right after training by stretch of tasks (numbered from 1, as the
+    results page numbers them), then each AUC (and the Fisher ratio) as mean and sd over the tasks and
+    at the last task."""
     diag = np.array([r["acc"] for r in rows])
     lines = [f"{len(rows)} tasks"]
-    for lo, hi in ((0, 1), (1, 5), (5, 10), (10, 30), (30, 60), (60, 100)):
+    for lo, hi in ((0, 1), (1, 5), (5, 10), (10, 30), (30, 60), (60, 100)):  # tasks numbered from 1
         if len(diag) > lo:
-            lines.append(f"  just-trained acc, tasks {lo}-{min(hi, len(diag)) - 1}: {100 * diag[lo:hi].mean():.2f}")
+            last = min(hi, len(diag))
+            span = f"task {last}" if last == lo + 1 else f"tasks {lo + 1}-{last}"
+            lines.append(f"  just-trained acc, {span}: {100 * diag[lo:hi].mean():.2f}")
     for key in ("auc_std", "auc_std_ref", "auc_raw", "auc_raw_ref", "fisher_ratio"):
         vals = np.array([r[key] for r in rows], dtype=float)
         lines.append(f"  {key}: mean over tasks {vals.mean():.3f} sd {vals.std():.3f} "

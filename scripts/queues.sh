@@ -18,7 +18,8 @@
 #   bash scripts/queues.sh status       what each queue is running, the tail of its log, and each
 #                                       run that failed (its error.txt)
 #
-# One core: active (the active-learning entries, in $QUEUE_ROOT/alrun2), then pmnist (Table 1 and the
+# One core: active (the active-learning entries, in $QUEUE_ROOT/alrun2), then pmnist-al (the real-data
+# active-learning venue, imbalanced Permuted MNIST, in $QUEUE_ROOT/pmnist-al), then pmnist (Table 1 and the
 # memory-window rows, trained by the code at PMNIST_CODE so that every run of Table 1 trains with the
 # same code, in $QUEUE_ROOT/repro). The other core: mesu (MESU's seed 0, the longest run, in
 # $QUEUE_ROOT/mesu), then pmnist-b (probes of Table 1's BayesBiNN and Syn. Meta. gaps, the pmnist
@@ -34,6 +35,7 @@ AL_OUT="$QUEUE_ROOT/alrun2"
 TAIL_OUT="$QUEUE_ROOT/after-pmnist"
 MESU_OUT="$QUEUE_ROOT/mesu"
 PMB_OUT="$QUEUE_ROOT/repro-b"
+PMAL_OUT="$QUEUE_ROOT/pmnist-al"
 KEPT="$REPO/results/reproduce-full"
 export BIMU_DATA_DIR="${BIMU_DATA_DIR:-$(cd "$REPO/../shared/data" 2>/dev/null && pwd || true)}"
 
@@ -42,7 +44,7 @@ runs_of() {  # runs_of OUT: the command lines (pgrep -f) of the runs a queue in 
 }
 
 signal() {  # signal SIG: every queue driver and every run it started
-    for out in "$PM_OUT" "$AL_OUT" "$TAIL_OUT" "$MESU_OUT" "$PMB_OUT"; do
+    for out in "$PM_OUT" "$AL_OUT" "$PMAL_OUT" "$TAIL_OUT" "$MESU_OUT" "$PMB_OUT"; do
         pkill "-$1" -f "compute_queue.py $out" || true
         pkill "-$1" -f -- "$(runs_of "$out")" || true
     done
@@ -66,7 +68,7 @@ run_queue() {  # run_queue OUT CODE QUEUE LOG [nice]: in the foreground
 }
 
 keep() {
-    for out in "$PM_OUT" "$AL_OUT" "$TAIL_OUT" "$MESU_OUT" "$PMB_OUT"; do
+    for out in "$PM_OUT" "$AL_OUT" "$PMAL_OUT" "$TAIL_OUT" "$MESU_OUT" "$PMB_OUT"; do
         [ -d "$out/runs" ] && PYTHONPATH="$REPO/src" python "$REPO/scripts/keep_runs.py" "$out" "$KEPT" --partial --compact
     done
     git -C "$REPO" ls-files -o --ignored --exclude-standard -- "results/reproduce-full/runs/**/checkpoint.pt" \
@@ -94,6 +96,7 @@ start)
     # priorities (nice): Table 1's runs (pmnist) -15, MESU and the probes -10, the developer's work 0;
     # each queue of a chain starts when the one before it ends by itself (not when it is stopped)
     (trap '' HUP; run_queue "$AL_OUT" "$QUEUE_ROOT/wt-alrun" active "$AL_OUT/active.log" &&
+        run_queue "$PMAL_OUT" "$QUEUE_ROOT/wt-alrun" pmnist-al "$PMAL_OUT/queue.log" &&
         run_queue "$PM_OUT" "$PM_OUT/code" pmnist "$PM_OUT/queue.log" -15) > /dev/null 2>&1 &
     (trap '' HUP; run_queue "$MESU_OUT" "$QUEUE_ROOT/wt-alrun" mesu "$MESU_OUT/queue.log" -10 &&
         run_queue "$PMB_OUT" "$PM_OUT/code" pmnist-b "$PMB_OUT/queue.log" -10 &&
@@ -105,16 +108,17 @@ pause) signal STOP ;;
 resume) signal CONT ;;
 stop) signal TERM ;;
 status)
-    for log in "$AL_OUT/active.log" "$PM_OUT/queue.log" "$MESU_OUT/queue.log" "$PMB_OUT/queue.log" "$TAIL_OUT/queue.log"; do
+    for log in "$AL_OUT/active.log" "$PMAL_OUT/queue.log" "$PM_OUT/queue.log" "$MESU_OUT/queue.log" "$PMB_OUT/queue.log" \
+        "$TAIL_OUT/queue.log"; do
         echo "== $log"
         [ -f "$log" ] && grep -E '^[0-9]{4}-[0-9]{2}-[0-9]{2} ' "$log" | tail -n 1 | cut -c1-160
     done
-    working=$(for out in "$PM_OUT" "$AL_OUT" "$TAIL_OUT" "$MESU_OUT" "$PMB_OUT"; do
+    working=$(for out in "$PM_OUT" "$AL_OUT" "$PMAL_OUT" "$TAIL_OUT" "$MESU_OUT" "$PMB_OUT"; do
         pgrep -af -- "$(runs_of "$out")" || true; done)
     [ -n "$working" ] && echo "$working" | cut -c1-160 || echo "no run is working"
     # a run that failed is not retried by its queue, which goes on with its next item: its error.txt
     # (the traceback's last line) says why; `start` tries it again once the cause is fixed
-    for out in "$PM_OUT" "$AL_OUT" "$TAIL_OUT" "$MESU_OUT" "$PMB_OUT"; do
+    for out in "$PM_OUT" "$AL_OUT" "$PMAL_OUT" "$TAIL_OUT" "$MESU_OUT" "$PMB_OUT"; do
         [ -d "$out/runs" ] || continue
         find "$out/runs" -name error.txt | sort | while read -r f; do
             echo "FAILED $(dirname "$f"): $(grep -v '^\s*$' "$f" | tail -n 1 | cut -c1-160)"

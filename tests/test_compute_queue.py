@@ -29,7 +29,7 @@ def _runs(q, items) -> set[tuple[str, str | None, int]]:
 
 def test_no_run_is_in_two_queues():
     q = _queue_module()
-    assert set(q.QUEUES) == {"pmnist", "active", "mesu", "pmnist-b", "after-pmnist"}
+    assert set(q.QUEUES) == {"pmnist", "active", "mesu", "pmnist-b", "after-pmnist", "pmnist-al"}
     runs = {name: _runs(q, items) for name, items in q.QUEUES.items()}
     every = [r for v in runs.values() for r in v]
     assert len(every) == len(set(every))
@@ -46,6 +46,29 @@ def test_no_run_is_in_two_queues():
     assert {(n, row, s) for n, row, s in every if n == "pmnist-1000" and row != "mesu"} <= frozen
 
 
+def test_the_real_data_venue_queue_runs_every_row_of_its_entries_with_three_seeds():
+    from bimu.reproduce import active_learning as al
+    from bimu.reproduce import al_methods
+    from bimu.reproduce.spec import Options
+
+    q = _queue_module()
+    runs = _runs(q, q.PMNIST_AL)
+    full = Options(scale="full")
+    comparison = [r.slug for r in al_methods.rows_for(full, "pmnist") if al_methods.in_comparison(r)]
+    # the comparison (claims 1-3 and 5) comes first, every row of it with seeds 0-2
+    assert q.row_names(q.PMNIST_AL[0][1]) == comparison and q.PMNIST_AL[0][2] == 3
+    assert {("pmnist-al", s, seed) for s in comparison for seed in range(3)} <= runs
+    # then the tables of claims 4 and 6 (K = 25 last: claim 6 compares K = 2 and 3 with K = 10), then all of
+    # each entry
+    assert [item[0] for item in q.PMNIST_AL] == ["pmnist-al", "pmnist-budget-controller", "pmnist-vr-samples",
+                                                 "pmnist-al", "pmnist-vr-samples"]
+    assert q.row_names(q.PMNIST_AL[2][1]) == [r.slug for r in al.rows_vr_samples(full, "pmnist")
+                                              if r.params["mc_samples"] != 25]
+    assert {(n, None, seed) for n in ("pmnist-budget-controller", "pmnist-vr-samples", "pmnist-al")
+            for seed in range(3)} <= runs
+    assert len(al.rows_budget(full, "pmnist")) == 19 and len(al.rows_vr_samples(full, "pmnist")) == 41
+
+
 def test_dry_run_prints_each_command_and_an_unknown_queue_is_one_line(tmp_path):
     out = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), "--dry-run"], capture_output=True,
                          text=True, check=True, cwd=ROOT).stdout.splitlines()
@@ -56,7 +79,8 @@ def test_dry_run_prints_each_command_and_an_unknown_queue_is_one_line(tmp_path):
     bad = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), "--queue", "gpu"], capture_output=True,
                          text=True, cwd=ROOT)
     assert bad.returncode != 0
-    assert bad.stderr.strip() == "--queue: unknown queue 'gpu'; choose from pmnist, active, mesu, pmnist-b, after-pmnist"
+    assert bad.stderr.strip() == ("--queue: unknown queue 'gpu'; choose from pmnist, active, mesu, pmnist-b, "
+                                  "after-pmnist, pmnist-al")
     tail = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), "--queue", "after-pmnist", "--dry-run"],
                           capture_output=True, text=True, check=True, cwd=ROOT).stdout.splitlines()
     assert len(tail) == 1 and tail[0].endswith(f"-m bimu reproduce pmnist-1000 --scale full --seeds 1 --first-seed 1 "

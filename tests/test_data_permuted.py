@@ -59,6 +59,26 @@ def test_train_task_order_and_permutation(synthetic):
     assert b.ood_set() is None
 
 
+def test_inputs_have_the_float32_formulas_bits(synthetic):
+    """Pixels looked up in a table give the bits of ``(x / 255 - mean) / std`` computed on the floats."""
+    def formula(u8, mean, std):
+        return (torch.from_numpy(np.ascontiguousarray(u8)).to(torch.float32) / 255.0 - mean) / std
+
+    def same(a, b):
+        return a.shape == b.shape and torch.equal(a.view(torch.int32), b.view(torch.int32))
+
+    v = np.tile(np.arange(256, dtype=np.uint8), 77 * 31).reshape(-1, 77)  # every value at many offsets
+    for mean, std in ((0.1307, 0.3081), (0.0, 1.0), (0.13066047, 0.30810780)):
+        assert same(standardise(v, mean, std), formula(v, mean, std))
+    b = PermutedMNIST(n_tasks=3, seed=7, epochs_per_task=2, train_limit=30)
+    order = np.concatenate([training_order(4, 1, 50)[:30], training_order(4, 1, 50)[:30][training_order(4, 1, 30, 1)]])
+    raw = synthetic[("mnist", "train")][0].reshape(50, -1)[order][:, pixel_permutation(7, 1)]
+    assert same(b.train_task(1, seed=4)[0], formula(raw, b.mean, b.std))
+    raw_test = synthetic[("mnist", "test")][0].reshape(20, -1)[:, pixel_permutation(7, 2)]
+    assert same(b.test_task(2)[0], formula(raw_test, b.mean, b.std))
+    assert same(b.ood_set(), formula(synthetic[("fashion-mnist", "test")][0].reshape(20, -1), b.mean, b.std))
+
+
 def test_bad_task_and_options(synthetic):
     b = PermutedMNIST(n_tasks=2, ood=False)
     with pytest.raises(ValueError, match=r"task must lie in \[0, 1\]"):

@@ -144,3 +144,17 @@ def test_layout_helpers():
     for n in range(1, 40):
         G, last, padded = row_blocks(n)
         assert padded >= n and padded - n < 6 and padded == 6 * (G - 1) + last and last in (4, 6)
+
+
+def test_eval_speed_benchmark_runs(tmp_path):
+    """``benchmarks/eval_speed.py`` runs end to end on a few images and finds before and after bit-identical."""
+    import subprocess
+    import sys
+
+    if not (DATA / "t10k-images-idx3-ubyte.gz").exists():
+        pytest.skip(f"MNIST not found under {DATA} (set BIMU_DATA_DIR)")
+    root = Path(__file__).resolve().parent.parent
+    run = subprocess.run([sys.executable, str(root / "benchmarks" / "eval_speed.py"), "--n", "41", "--repeats", "1",
+                          "--data", str(DATA.parent)], capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "bit-identical: True" in run.stdout and "(c) bimu after" in run.stdout

@@ -21,7 +21,8 @@ SRC = Path(__file__).resolve().parent.parent / "src"
 
 LAYERS: list[tuple[str, ...]] = [
     ("bimu._version", "bimu.atomic", "bimu.lazy", "bimu.process", "bimu.privatedir", "bimu.redact", "bimu.rng",
-     "bimu.paper", "bimu.rundir", "bimu.vectors", "bimu.untrusted", "bimu.checkpoint"),
+     "bimu.paper", "bimu.rundir", "bimu.vectors", "bimu.threads", "bimu.untrusted",
+     "bimu.checkpoint"),
     ("bimu.nn", "bimu.optim", "bimu.uncertainty", "bimu.metrics"),
     ("bimu.regularizers",),
     ("bimu.methods",),

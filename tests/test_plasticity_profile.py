@@ -63,3 +63,19 @@ def test_bad_input_is_one_line_before_any_work(tmp_path):
         done = subprocess.run(script + args, capture_output=True, text=True, cwd=ROOT,
                               env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"})
         assert done.returncode != 0 and done.stderr.strip() == message and done.stdout == ""
+
+
+def test_final_bounds_average_the_final_row_and_count_the_recent_tasks_above_half(tmp_path, capsys):
+    path, _ = _run(tmp_path, last_row=(0.2, 0.6, 0.4, 0.55, 0.6, 0.7))  # task 2 above 50% but not recent
+    assert plasticity_profile.main([str(path), "--final-bounds", "3,6"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[3] == "  after the stream, tasks 1-3: 40.00, 4-6: 61.67; the 3 most recent tasks above 50%"
+    assert len(lines) == 6  # without --final-bounds the line is not printed
+    assert plasticity_profile.main([str(path)]) == 0
+    assert not any("most recent" in line for line in capsys.readouterr().out.splitlines())
+
+
+def test_final_bounds_refuse_a_range_not_evaluated_after_the_stream(tmp_path):
+    path, _ = _run(tmp_path, last_row=(np.nan, 0.3, 0.4, 0.5, 0.45, 0.4))
+    with pytest.raises(SystemExit, match="a range has tasks not evaluated after the stream"):
+        plasticity_profile.main([str(path), "--final-bounds", "1,6"])

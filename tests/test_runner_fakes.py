@@ -72,3 +72,18 @@ def strip_timing(records):
     """Metric records without wall-clock fields (which legitimately differ between runs)."""
     drop = {"train_seconds", "steps_per_s", "eval_seconds"}
     return [{k: v for k, v in r.items() if k not in drop} for r in records]
+
+
+class Crash(Exception):
+    """A failure injected into a run (:func:`crash_after`)."""
+
+
+def crash_after(task: int):
+    """An ``on_task_end`` callback of :func:`bimu.experiments.stream.run_stream` that raises :class:`Crash`
+    once ``task`` is saved."""
+
+    def on_task_end(t):
+        if t == task:
+            raise Crash
+
+    return on_task_end

@@ -4,8 +4,9 @@ The package is laid out as a map of the paper (Cottart, Ballet, Bonnet and Querl
 lowest layer first (a module imports only its own layer and lower ones; ``tests/test_layout.py``):
 
 - :mod:`bimu.atomic`, :mod:`bimu.process`, :mod:`bimu.rng`, :mod:`bimu.paper`, :mod:`bimu.rundir`,
-  :mod:`bimu.vectors` - atomic writes, process identities (lock owners), the counter-based random
-  numbers, the paper's quoted numbers and method names, run directories, the compiled kernels' vector width;
+  :mod:`bimu.vectors`, :mod:`bimu.threads` - atomic writes, process identities (lock owners), the
+  counter-based random numbers, the paper's quoted numbers and method names, run directories, the
+  compiled kernels' vector width, how their threads wait;
 - :mod:`bimu.nn` - Bernoulli binary layers, activations, the paper's networks, MC prediction;
 - :mod:`bimu.optim` - update rules (BiMU and the baselines), one per file;
 - :mod:`bimu.uncertainty`, :mod:`bimu.metrics` - entropies, mutual information, variation ratio;
@@ -27,7 +28,10 @@ lowest layer first (a module imports only its own layer and lower ones; ``tests/
 import warnings
 
 from bimu._version import __version__
+from bimu.threads import passive_openmp
 from bimu.vectors import prefer_wide_vectors
+
+passive_openmp()  # before torch loads its OpenMP runtime: waiting threads sleep (bimu.threads)
 
 try:  # before anything compiles: 512-bit vectors where the processor has them (bimu.vectors)
     prefer_wide_vectors()

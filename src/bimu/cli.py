@@ -106,7 +106,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     e.add_argument("--ood-every", type=int, default=_S, help="OOD AUC every K tasks (default 1; 0: only at the end)")
     e.add_argument("--prequential-every", type=int, default=_S,
                    help=f"test-then-train prediction of every N-th training example (default {PREQUENTIAL_EVERY}, "
-                        "about 1-2%% of the training's time; an active run records every example; 0: none): "
+                        "about 1%% of fused BiMU's training time; an active run records every example; 0: none): "
                         "RUN_DIR/prequential.csv, prequential_acc in metrics and summary")
     e.add_argument("--ood-scores", nargs="+", default=_S,
                    help="scores for OOD AUC (default epistemic aleatoric variation_ratio)")

@@ -18,6 +18,7 @@ and fsynced, then ``os.replace``-d over the target, so a crash leaves either the
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import io
 import json
 import math
@@ -35,7 +36,7 @@ from bimu.atomic import atomic_write_bytes, atomic_write_text, owned_temp
 from bimu.checkpoint import (CheckpointError, check_checkpoint_state, checkpoint_bytes,  # noqa: F401 - used from here
                              checkpoint_value, load_checkpoint_file)
 from bimu.process import Owner, pid_alive  # noqa: F401 - pid_alive is used from here by bimu.tune
-from bimu.untrusted import (MAX_LOCK_BYTES, NUMBER, UntrustedFileError, check_fields, load_npy, memory_budget,
+from bimu.untrusted import (MAX_LOCK_BYTES, NUMBER, UntrustedFileError, check_fields, gib, load_npy, memory_budget,
                             read_json, read_jsonl, read_text)
 
 CONFIG = "config.json"
@@ -199,10 +200,10 @@ def environment_info(seed: int, extra: Mapping[str, Any] | None = None) -> dict[
 
     versions = {"python": sys.version.split()[0], "bimu": __version__, "torch": torch.__version__,
                 "numpy": np.__version__}
-    for mod in ("numba", "matplotlib", "tqdm"):
+    for mod in ("numba", "matplotlib", "tqdm"):  # from the installed metadata: importing matplotlib costs ~0.3 s
         try:
-            versions[mod] = __import__(mod).__version__
-        except Exception:  # noqa: BLE001 - optional packages
+            versions[mod] = importlib.metadata.version(mod)
+        except importlib.metadata.PackageNotFoundError:  # optional packages
             versions[mod] = None
     info = {"seed": int(seed), "versions": versions, "platform": platform.platform(),
             "machine": platform.machine(), "cpu": cpu_info(), "cpu_count": os.cpu_count(),
@@ -397,7 +398,10 @@ def read_prequential(path: str | os.PathLike) -> dict[str, np.ndarray]:
     names = ("example", "task", "correct", "window_acc")
     if not Path(path).exists():
         return {**{k: np.zeros(0, np.float64 if k == "window_acc" else np.int64) for k in names}, "window": None}
-    text = read_text(path, memory_budget())
+    size, budget = os.path.getsize(path), memory_budget()  # read() sizes its buffer by the limit: the file's
+    if size > budget // 4:  # text, then a float64 row of four per ~20 bytes
+        raise UntrustedFileError(f"{path}: {gib(size)} is more than this machine's budget for it ({gib(budget // 4)})")
+    text = read_text(path, size)
     head, _, body = text.partition("\n")
     cols = head.strip().split(",")
     if cols[:3] != ["example", "task", "correct"] or len(cols) != 4 or not cols[3].startswith("acc_last_") \

@@ -109,7 +109,10 @@ def read_bytes(path: str | os.PathLike, limit: int) -> bytes:
     """The bytes of the regular file ``path`` (:func:`open_regular`), refused when larger than ``limit``."""
     with open_regular(path) as f:
         size = os.fstat(f.fileno()).st_size
-        data = f.read(limit + 1) if size <= limit else b""
+        # at most one byte past what fstat reported: a read of ``limit + 1`` would reserve the whole limit
+        data = f.read(size + 1) if size <= limit else b""
+        if size <= limit and len(data) > size:
+            raise UntrustedFileError(f"{path}: the file grew while it was read; refused")
         if size > limit or len(data) > limit:
             raise UntrustedFileError(f"{path}: {gib(max(size, len(data)))} is larger than the limit of {gib(limit)} "
                                      "for this file; refused")

@@ -179,6 +179,8 @@ class ActiveLearner:
     - ``learn_one(x, y)``: ``method.learn`` on the labelled example (one label, one backward pass,
       one weight write). Call it only after ``predict_one`` asked, or without ``predict_one`` at all
       (full-stream training).
+    - A method that ``needs_task_examples`` (Online EWC with ``fisher="task-end"``) is refused unless the
+      strategy is ``all``: at a task's end it needs every example of the task, labelled.
     - ``accounting``: dict of ``labels_queried, backward_passes, weight_writes, forward_passes,
       examples_seen, query_fraction``; ``ledger`` holds the per-example record (time series).
     """
@@ -190,6 +192,9 @@ class ActiveLearner:
         self.query_sampler = self._check_sampler(query_sampler, method)
         self.method = method
         self.acquisition = acquisition if acquisition is not None else make_acquisition("all")
+        if method.needs_task_examples and self.acquisition.strategy != "all":
+            raise ValueError(f"{method.info.name} with these hyperparameters needs every labelled example of a task at "
+                             f"its end (task_examples); an active learner labels only the examples it asks for")
         qseed = method.seed if seed is None else int(seed)
         self.query_generator = seeded_generator(qseed * 7919 + 0xAC71, method.device)
         self.ledger = Accounting()

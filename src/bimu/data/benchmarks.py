@@ -28,6 +28,7 @@ from bimu.data.registry import BenchmarkEntry, registered, registered_names
 
 BENCHMARK_MODULES: tuple[str, ...] = (
     "bimu.data.permuted",
+    "bimu.data.imbalanced_permuted",
     "bimu.data.feature_benchmarks",
     "bimu.data.own",
     "bimu.data.own_images",

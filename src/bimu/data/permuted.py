@@ -1,7 +1,9 @@
 """Permuted MNIST with Fashion-MNIST as the out-of-distribution set.
 
 - Task ``t`` permutes the 784 pixels with a permutation drawn lazily from ``(seed, t)``; no dataset
-  object per task is stored (a task's tensors are built on demand).
+  object per task is stored. A task's tensors are built on demand from the uint8 images, straight into
+  their one float32 array (pixels gathered in the task's order and permutation, block by block, and
+  looked up in a 256-entry table of standardised values); the OOD set is built the same way.
 - Pixels are divided by 255, then standardised with the MNIST *training* mean and standard deviation
   (one scalar each, so permutation-invariant); the same transform is applied to the test sets and to
   the Fashion-MNIST OOD set.
@@ -54,13 +56,42 @@ def training_order(seed: int, task: int, n: int, epoch: int = 0) -> np.ndarray:
     return np.random.Generator(np.random.PCG64(ss)).permutation(n)
 
 
+def pixel_table(mean: float, std: float) -> np.ndarray:
+    """float32 ``[256]``: ``(v / 255 - mean) / std`` for every pixel value ``v``, computed with
+    :func:`standardise`'s float32 operations, so looking pixels up in it gives its bits.
+
+    >>> pixel_table(0.5, 0.5)[[0, 255]].tolist()
+    [-1.0, 1.0]
+    """
+    v = torch.arange(256, dtype=torch.float32)
+    return ((v / 255.0 - mean) / std).numpy()
+
+
+GATHER_ROWS = 4096
+"""Images per block when a task's inputs are gathered (the block's uint8 copy is the only temporary)."""
+
+
+def gather_standardised(images_uint8: np.ndarray, rows, columns, table: np.ndarray) -> torch.Tensor:
+    """float32 ``[len(rows), len(columns)]``: ``table`` looked up at ``images[rows][:, columns]`` (images
+    flattened to rows of pixels), built block by block into its one output array."""
+    flat = np.asarray(images_uint8).reshape(len(images_uint8), -1)
+    rows = np.arange(len(flat)) if rows is None else np.asarray(rows)
+    columns = np.asarray(columns)
+    out = np.empty((len(rows), len(columns)), np.float32)
+    for a in range(0, len(rows), GATHER_ROWS):
+        out[a:a + GATHER_ROWS] = table[flat[rows[a:a + GATHER_ROWS]][:, columns]]
+    return torch.from_numpy(out)
+
+
 def standardise(images_uint8: np.ndarray, mean: float, std: float) -> torch.Tensor:
-    """``(x / 255 - mean) / std`` as float32 ``[n, 784]`` (the one preprocessing for train, test, OOD)."""
-    a = np.ascontiguousarray(images_uint8).reshape(len(images_uint8), -1)
-    if not a.flags.writeable:
-        a = a.copy()
-    x = torch.from_numpy(a).to(torch.float32)
-    return (x / 255.0 - mean) / std
+    """``(x / 255 - mean) / std`` as float32 ``[n, 784]`` (the one preprocessing for train, test, OOD):
+    the pixels looked up in :func:`pixel_table`, with no float copy but the result."""
+    a = np.asarray(images_uint8).reshape(len(images_uint8), -1)
+    return gather_standardised(a, None, np.arange(a.shape[1]), pixel_table(mean, std))
+
+
+STATISTICS_BLOCK = 1 << 22
+"""Pixels counted per block by :func:`training_statistics` (``np.bincount`` widens its input to int64)."""
 
 
 def training_statistics(images_uint8: np.ndarray) -> tuple[float, float]:
@@ -69,7 +100,11 @@ def training_statistics(images_uint8: np.ndarray) -> tuple[float, float]:
     >>> m, s = training_statistics(np.array([[0, 255]], dtype=np.uint8)); (m, s)
     (0.5, 0.5)
     """
-    counts = np.bincount(np.asarray(images_uint8, dtype=np.uint8).ravel(), minlength=256).astype(np.float64)
+    flat = np.asarray(images_uint8, dtype=np.uint8).ravel()
+    counts = np.zeros(256, np.int64)
+    for a in range(0, len(flat), STATISTICS_BLOCK):
+        counts += np.bincount(flat[a:a + STATISTICS_BLOCK], minlength=256)
+    counts = counts.astype(np.float64)
     values = np.arange(256, dtype=np.float64) / 255.0
     n = counts.sum()
     mean = float((counts * values).sum() / n)
@@ -139,15 +174,15 @@ class PermutedMNIST:
         self.mean, self.std = training_statistics(self._train_x)
         if self.test_limit is not None:
             self._test_x, self._test_y = self._test_x[: self.test_limit], self._test_y[: self.test_limit]
-        test_stats = training_statistics(self._test_x) if test_own_statistics else (self.mean, self.std)
-        self._test_base = standardise(self._test_x, *test_stats)
+        self._train_table = pixel_table(self.mean, self.std)
+        self._test_table = (pixel_table(*training_statistics(self._test_x)) if test_own_statistics
+                            else self._train_table)
         self._test_labels = torch.from_numpy(self._test_y.astype(np.int64))
-        self._ood = None
+        self._ood_images = None
         if ood:
             fx, _ = load_dataset("fashion-mnist", "test", data_dir)
-            if self.test_limit is not None:
-                fx = fx[: self.test_limit]
-            self._ood = standardise(fx, 0.0, 1.0) if ood_unstandardised else standardise(fx, self.mean, self.std)
+            self._ood_images = fx if self.test_limit is None else fx[: self.test_limit]
+            self._ood_table = pixel_table(0.0, 1.0) if ood_unstandardised else self._train_table
 
     def _check_task(self, task: int) -> int:
         task = int(task)
@@ -173,14 +208,13 @@ class PermutedMNIST:
             order = np.concatenate([order] + [order if self.unshuffled_order else
                                               order[training_order(seed, task, len(order), e)]
                                               for e in range(1, self.epochs_per_task)])
-        x = standardise(self._train_x[order], self.mean, self.std)
         y = torch.from_numpy(self._train_y[order].astype(np.int64))
-        return x.index_select(1, perm).contiguous(), y
+        return gather_standardised(self._train_x, order, perm.numpy(), self._train_table), y
 
     def test_task(self, task: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The permuted, standardised MNIST test set of ``task``."""
         perm = self.permutation(task)
-        return self._test_base.index_select(1, perm).contiguous(), self._test_labels
+        return gather_standardised(self._test_x, None, perm.numpy(), self._test_table), self._test_labels
 
     def validation_task(self, task: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The held-out validation examples of ``task`` (only for ``validation=True``)."""
@@ -190,8 +224,10 @@ class PermutedMNIST:
 
     def ood_set(self) -> torch.Tensor | None:
         """Fashion-MNIST test images, standardised with the MNIST training statistics (unpermuted;
-        divided by 255 only with ``ood_unstandardised``)."""
-        return self._ood
+        divided by 255 only with ``ood_unstandardised``), built on each call like a task's test set."""
+        if self._ood_images is None:
+            return None
+        return gather_standardised(self._ood_images, None, np.arange(N_PIXELS), self._ood_table)
 
     def __repr__(self) -> str:
         return (f"PermutedMNIST(n_tasks={self.n_tasks}, seed={self.seed}, train_limit={self.train_limit}, "

@@ -22,6 +22,7 @@ from bimu.engine.notice import compile_notice
 from bimu.engine.scores import scores_from_logits
 from bimu.methods.base import OnlineMethod, check_labels
 from bimu.rng import EVAL_STREAM, TRAIN_STREAM, derive_key
+from bimu.threads import busy, waits_passively
 
 DTYPES = {"float32": np.float32, "float64": np.float64}
 """Working precisions of the engine's arrays."""
@@ -38,6 +39,37 @@ def check_threads(threads: int | None) -> int:
     return threads
 
 
+_pool_started = False
+
+
+def start_thread_pool() -> None:
+    """Start numba's thread pool (once per process), keeping torch's intra-op thread count: starting
+    numba's OpenMP layer sets the process's OpenMP thread count to the pool size, which torch takes for
+    its own, so a run on one thread (``bimu run --threads 1``, the way runs share a machine side by side)
+    would otherwise run its torch work on every core."""
+    global _pool_started
+    if not _pool_started:
+        before = torch.get_num_threads()
+        numba.get_num_threads()  # starts the pool
+        torch.set_num_threads(before)
+        _pool_started = True
+
+
+FINITE_CHECK_VALUES = 1 << 20
+"""Values per block of :func:`all_finite` (its one temporary: a boolean array of a block)."""
+
+
+def all_finite(a: np.ndarray) -> bool:
+    """Whether every value of the 2-D array ``a`` is finite, tested a block of rows at a time (a whole
+    task's inputs at once would need a boolean copy of a quarter of their size).
+
+    >>> all_finite(np.zeros((3, 2))), all_finite(np.array([[0.0, np.inf]]))
+    (True, False)
+    """
+    rows = max(1, FINITE_CHECK_VALUES // max(1, a.shape[1]))
+    return all(bool(np.isfinite(a[i:i + rows]).all()) for i in range(0, len(a), rows))
+
+
 class FusedMethod(OnlineMethod):
     """Base class of the engine's methods (see the module docstring).
 
@@ -51,13 +83,21 @@ class FusedMethod(OnlineMethod):
             raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
         self.dtype = np.dtype(DTYPES[dtype])
         self.threads = check_threads(threads)
+        start_thread_pool()
         self.train_key = derive_key(int(seed), TRAIN_STREAM)
         self.eval_key = derive_key(int(seed), EVAL_STREAM)
         self.eval_counter = 0
-        super().__init__(sizes, seed=seed, **hparams)
+        with compile_notice("build", "the engine's kernels"):  # building the state may compile the samplers
+            super().__init__(sizes, seed=seed, **hparams)
 
-    def _set_threads(self) -> None:
-        numba.set_num_threads(self.threads)
+    def _set_threads(self) -> int:
+        """Set numba's thread count for this process's next compiled call and return it: ``threads``, or one
+        while the machine is busy and waiting threads would spin (:func:`bimu.threads.busy`)."""
+        threads = self.threads
+        if threads > 1 and not waits_passively() and busy(threads):
+            threads = 1
+        numba.set_num_threads(threads)
+        return threads
 
     # ----------------------------------------------------------------- inputs
     def check_batch(self, x: torch.Tensor, y: torch.Tensor | None = None) -> None:
@@ -66,7 +106,7 @@ class FusedMethod(OnlineMethod):
         if not (x.dim() == 2 and x.shape[1] == self.sizes[0] and x.device.type == "cpu"
                 and x.dtype in (torch.float32, torch.float64)):
             return super().check_batch(x, y)
-        if not np.isfinite(x.detach().numpy()).all():
+        if not all_finite(x.detach().numpy()):
             raise ValueError("inputs contain NaN or infinite values")
         if y is not None:
             check_labels(y, x.shape[0], self.n_classes)

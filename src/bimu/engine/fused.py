@@ -128,13 +128,13 @@ class _FusedBinary(FusedMethod):
 
     # ----------------------------------------------------------------- learning
     def _run(self, xn: np.ndarray, yn: np.ndarray, n_steps: int, batch: int) -> int:
-        self._set_threads()
+        threads = self._set_threads()
         if batch == 1 and self._hp[BinaryHP.INV_TEMPERATURE] == 1:  # the specialised kernel
             if getattr(self, "_scratch", None) is None:
                 self._scratch = make_scratch(self.sizes, self.K, numba.config.NUMBA_NUM_THREADS, self.dtype)
             applied = train_steps_b1_kernel(self.K)(
                 xn.reshape(n_steps, -1), yn, n_steps, self.lam, self.prior, self.W, self._sizes, self._poff,
-                self._cfg, self._hp, self.train_key, self.train_step, self.threads, self._b1_ready(),
+                self._cfg, self._hp, self.train_key, self.train_step, threads, self._b1_ready(),
                 *self._scratch)
             self._b1_lam = (self.train_step + n_steps, self.lam.copy())
         else:

@@ -7,7 +7,9 @@ task-end hook, counters and memory footprint of its torch method (:mod:`bimu.met
 online steps runs in one call of :func:`bimu.engine.real.real_train` (:func:`~bimu.engine.real.replay_train`
 for replay). The methods are deterministic, and replay's draws are counter-based on both paths, so the
 two paths compute the same steps (to float32 rounding: the order of a few sums differs) and replay keeps
-the same buffer and replays the same slots.
+the same buffer and replays the same slots. Online EWC's task-end Fisher (``fisher="task-end"``) is
+computed by the torch method's function, :func:`~bimu.nn.real_mlp.squared_gradient_sums`, on views of
+``theta``.
 
 >>> import numpy as np
 >>> m = FusedSGD([4, 8, 3], seed=0)
@@ -28,12 +30,12 @@ from bimu.engine.base import FusedMethod, from_tensors, layer_pairs, to_tensors,
 from bimu.engine.dense import dense_forward, offsets
 from bimu.engine.hparams import ACT_RELU, RealHP, pack
 from bimu.engine.real import KIND_EWC, KIND_SGD, KIND_SI, real_train, replay_train
-from bimu.methods.ewc_online import OnlineEWCMethod
+from bimu.methods.ewc_online import OnlineEWCMethod, task_end_error
 from bimu.methods.replay import (LABEL_DTYPE, ExperienceReplayMethod, check_buffer_room, check_buffer_state,
                                  replay_key)
 from bimu.methods.sgd import SGDMethod
 from bimu.methods.si import SynapticIntelligenceMethod
-from bimu.nn.real_mlp import RealMLP
+from bimu.nn.real_mlp import RealMLP, squared_gradient_sums
 
 
 class FusedSGD(FusedMethod):
@@ -140,10 +142,12 @@ class FusedOnlineEWC(FusedSGD):
     presets = OnlineEWCMethod.presets
     _kind = KIND_EWC
     _traces = ("pen", "anchor", "acc")
+    needs_task_examples = OnlineEWCMethod.needs_task_examples
 
     def _build(self, generator):
         super()._build(generator)
         self.n_accumulated = 0
+        self._examples_given = False
 
     def _coefficient(self):
         return self.hparams["importance"]
@@ -152,9 +156,32 @@ class FusedOnlineEWC(FusedSGD):
         super()._run(xn, yn, n_steps, batch)
         self.n_accumulated += n_steps * batch
 
+    def task_examples(self, x, y) -> None:
+        """With ``fisher="task-end"``: ``acc`` becomes the sum over ``(x, y)`` of the squared per-example
+        gradients at the current parameters (no-op with ``fisher="online"``)."""
+        if not self.needs_task_examples:
+            return
+        xn, yn = self._as_inputs(x, y)
+        L = len(self.sizes) - 1
+        v = [torch.from_numpy(a) for a in views(self.theta, self._shapes)]
+        w_sums, b_sums = squared_gradient_sums(v[:L], v[L:] if self._bias else None, torch.from_numpy(xn),
+                                               torch.from_numpy(yn))
+        self.acc[:] = 0
+        for dst, src in zip(views(self.acc, self._shapes), w_sums + (b_sums or [])):
+            dst[...] = src.numpy()
+        self.n_accumulated = len(yn)
+        self._examples_given = True
+
     def task_end(self) -> None:
-        """``F <- gamma F + mean of the task's squared gradients``; ``theta* <- theta``."""
-        scale = 1.0 / self.n_accumulated if self.n_accumulated else 0.0
+        """``F <- gamma F + F_task`` (the mean of the task's squared gradients, or with
+        ``fisher_norm="sum"`` their sum); ``theta* <- theta``."""
+        if self.needs_task_examples and not self._examples_given:
+            raise task_end_error(self.info.name)
+        self._examples_given = False
+        if self.hparams["fisher_norm"] == "sum":
+            scale = 1.0
+        else:
+            scale = 1.0 / self.n_accumulated if self.n_accumulated else 0.0
         self.pen *= self.dtype.type(self.hparams["downweighting"])
         self.pen += self.acc * self.dtype.type(scale)
         self.acc[:] = 0
@@ -182,20 +209,41 @@ class FusedSynapticIntelligence(FusedSGD):
     _kind = KIND_SI
     _traces = ("pen", "anchor", "path")
 
+    def _build(self, generator):
+        super()._build(generator)
+        self.n_integrated = 0
+
     def _coefficient(self):
         return 2.0 * self.hparams["coefficient"]
 
+    def _run(self, xn, yn, n_steps, batch):
+        super()._run(xn, yn, n_steps, batch)
+        self.n_integrated += n_steps
+
     def task_end(self) -> None:
-        """``Omega += path / ((theta - theta*)^2 + xi)`` (clipped at 0 with ``omega_relu``), then
-        ``path <- 0`` and ``theta* <- theta``."""
+        """``Omega += path / ((theta - theta*)^2 + xi)`` (``path / n_integrated`` with ``omega_norm="mean"``;
+        clipped at 0 with ``omega_relu``), then ``path <- 0`` and ``theta* <- theta``."""
         d = self.theta - self.anchor
-        increment = self.path / (d * d + self.dtype.type(self.hparams["damping"]))
+        path = self.path
+        if self.hparams["omega_norm"] == "mean" and self.n_integrated:
+            path = path / self.dtype.type(self.n_integrated)
+        increment = path / (d * d + self.dtype.type(self.hparams["damping"]))
         if self.hparams["omega_relu"]:
             np.maximum(increment, 0, out=increment)
         self.pen += increment
         self.path[:] = 0
         self.anchor[:] = self.theta
+        self.n_integrated = 0
         self.tasks_seen += 1
+
+    def modules_state(self):
+        """As :meth:`FusedSGD.modules_state`, plus the number of the task's updates so far."""
+        return {**super().modules_state(), "n_integrated": self.n_integrated}
+
+    def load_modules_state(self, state):
+        """Restore what :meth:`modules_state` returned."""
+        super().load_modules_state(state)
+        self.n_integrated = int(state["n_integrated"])
 
 
 class FusedReplay(FusedSGD):

@@ -21,7 +21,7 @@ from numba import get_thread_id, njit, prange
 from bimu.engine.binary_ops import binary_config, norm_act_rows, preact_row
 from bimu.engine.dots import DOT_LANES, dot4x2
 from bimu.engine.hparams import ACT_GATE
-from bimu.engine.lanes import (FMA_ROWS, LANE_ROWS, LANE_VECS, lane_block, lane_dots, lane_dots_signed,
+from bimu.engine.lanes import (LANE_ROWS, LANE_VECS, fma_rows, lane_block, lane_dots, lane_dots_signed,
                                lane_norm_act, lane_position, lane_transpose, row_blocks)
 from bimu.engine.scalar import KERNEL_OPTS
 from bimu.rng import as_like
@@ -57,8 +57,8 @@ def interleave_weights(W, sizes, poff, K, signed, woff):
     """The weights of ``W`` (layout of :mod:`bimu.engine.sampling`) in :mod:`bimu.engine.lanes`'s layout:
     layer ``l`` (``padded`` rows, :func:`~bimu.engine.lanes.row_blocks`), sample ``k``, register block ``g``
     (rows ``6 g ..``) at ``woff[l] + (k * padded + 6 g) * n_in``, its missing rows zero (``woff``: ``L + 1``
-    entries, filled here); ``signed``: rows ``r >= FMA_ROWS`` of the blocks of
-    :data:`~bimu.engine.lanes.LANE_ROWS` hold the sign (``w * 0``), as
+    entries, filled here); ``signed``: the sign rows of each block (from
+    :func:`~bimu.engine.lanes.fma_rows` on) hold the sign (``w * 0``), as
     :func:`~bimu.engine.lanes.lane_dots_signed` reads them."""
     L = sizes.shape[0] - 1
     woff[0] = 0
@@ -84,7 +84,7 @@ def interleave_weights(W, sizes, poff, K, signed, woff):
                     for r in range(R):
                         if r >= rows:
                             col[r] = zero
-                        elif signed and R == LANE_ROWS and r >= FMA_ROWS:
+                        elif signed and r >= fma_rows(R):
                             col[r] = W[src + r * n_in + i] * 0
                         else:
                             col[r] = W[src + r * n_in + i]

@@ -39,10 +39,12 @@ LANE_VECS = 2
 """Vectors of examples of one register block: ``LANE_VECS * 8`` float32 or ``LANE_VECS * 4`` float64 examples
 (256-bit vectors; the bits do not depend on the width)."""
 FMA_ROWS = 4
-"""Rows of a block that :func:`lane_dots_signed` sums with fused multiply-adds; the others (rows 4 and 5
-of a :data:`LANE_ROWS` block) add the input with its sign flipped by the weight's sign bit (an XOR),
-which runs on the floating-point adders beside the FMA units. Both round like ``dot8``'s
-multiply-then-add when every weight is +-1."""
+"""Rows of a :data:`LANE_ROWS` block that :func:`lane_dots_signed` sums with fused multiply-adds; the
+others (rows 4 and 5) add the input with its sign flipped by the weight's sign bit (an XOR), which runs
+on the floating-point adders beside the FMA units. Both round like ``dot8``'s multiply-then-add when
+every weight is +-1."""
+TAIL_FMA_ROWS = 3
+""":data:`FMA_ROWS` of a :data:`TAIL_ROWS` block (its row 3 is a sign row)."""
 
 
 @njit(inline="always", **KERNEL_OPTS)
@@ -77,7 +79,7 @@ def _lane_block_overload(x):
 def _make(signed, R):
     """The intrinsic of :func:`lane_dots` (``signed=False``: products then adds, any weights) or
     :func:`lane_dots_signed` (FMA rows and sign-flip rows, +-1 weights) for blocks of ``R`` rows."""
-    J, RF = LANE_VECS, (min(FMA_ROWS, R) if signed else R)
+    J, RF = LANE_VECS, ((FMA_ROWS if R == LANE_ROWS else TAIL_FMA_ROWS) if signed else R)
 
     @intrinsic
     def _kernel(typingctx, x, xo, xs, w, wo, n, out, oo, os):
@@ -185,6 +187,17 @@ _dots6, _dots4, _signed6, _signed4 = (_dots[False, LANE_ROWS], _dots[False, TAIL
 
 
 @njit(inline="always", **KERNEL_OPTS)
+def fma_rows(rows):
+    """The FMA rows of a block of ``rows`` rows in :func:`lane_dots_signed` (:data:`FMA_ROWS` or
+    :data:`TAIL_FMA_ROWS`); rows from there on are sign rows.
+
+    >>> fma_rows(6), fma_rows(4)
+    (4, 3)
+    """
+    return FMA_ROWS if rows == LANE_ROWS else TAIL_FMA_ROWS
+
+
+@njit(inline="always", **KERNEL_OPTS)
 def row_blocks(n):
     """``(G, last, padded)``: a layer of ``n`` rows in ``G`` register blocks, ``G - 1`` of
     :data:`LANE_ROWS` rows and a last one of ``last`` rows (:data:`TAIL_ROWS` when 1 to 4 rows are left,
@@ -224,10 +237,9 @@ def lane_dots(x, xo, xs, w, wo, n, out, oo, os, rows):
 
 @njit(cache=True, error_model="numpy", nogil=True, boundscheck=False, fastmath=False)
 def lane_dots_signed(x, xo, xs, w, wo, n, out, oo, os, rows):
-    """:func:`lane_dots` for weights that are all +1 or -1, faster, with rows ``r >= FMA_ROWS`` of a
-    :data:`LANE_ROWS` block holding each weight's sign as a signed zero (``w * 0``, :func:`sign_rows`;
-    a :data:`TAIL_ROWS` block has FMA rows only): rows below
-    :data:`FMA_ROWS` are summed by fused multiply-adds (``w * x`` is exact, so the FMA's one rounding is
+    """:func:`lane_dots` for weights that are all +1 or -1, faster, with the sign rows ``r >=
+    fma_rows(rows)`` holding each weight's sign as a signed zero (``w * 0``, :func:`sign_rows`): rows below
+    :func:`fma_rows` are summed by fused multiply-adds (``w * x`` is exact, so the FMA's one rounding is
     that of the add), the others by adding ``x`` with the weight's sign bit XORed in (exactly ``w * x``),
     which keeps the adders busy beside the FMA units. The same bits as :func:`lane_dots` on the +-1
     weights.
@@ -247,16 +259,15 @@ def lane_dots_signed(x, xo, xs, w, wo, n, out, oo, os, rows):
         _signed4(x, xo, xs, w, wo, n, out, oo, os)
 
 
-def sign_rows(w: np.ndarray) -> np.ndarray:
-    """A copy of the interleaved +-1 weights of :data:`LANE_ROWS`-row blocks (layout: the module) in
-    :func:`lane_dots_signed`'s form: rows ``r >= FMA_ROWS`` hold ``w * 0`` (the sign as a signed zero).
+def sign_rows(w: np.ndarray, rows: int = LANE_ROWS) -> np.ndarray:
+    """A copy of the interleaved +-1 weights of one block of ``rows`` rows (layout: the module) in
+    :func:`lane_dots_signed`'s form: rows ``r >= fma_rows(rows)`` hold ``w * 0`` (the sign as a signed zero).
 
     >>> sign_rows(np.array([1.0, -1, 1, -1, 1, -1] * 2)).tolist()[:6]
     [1.0, -1.0, 1.0, -1.0, 0.0, -0.0]
     """
     out = np.array(w, copy=True)
-    rows = out.reshape(-1, LANE_ROWS)
-    rows[:, FMA_ROWS:] *= 0
+    out.reshape(-1, rows)[:, fma_rows(rows):] *= 0
     return out
 
 

@@ -24,18 +24,23 @@ directory ``prequential.csv`` (:class:`Curve`): one row per prediction, ``exampl
 ``task`` (from 1, as the console), ``correct`` (0/1) and ``acc_last_100``, the accuracy of the last
 :data:`WINDOW` predictions (fewer at the start). It is rewritten whole and atomically after each task,
 after the checkpoint, which holds the last task's rows: a resumed run keeps the file's rows of the
-earlier tasks and the checkpoint's of the last, so a kill at any moment loses or repeats no row.
+earlier tasks and the checkpoint's of the last, so a kill at any moment loses or repeats no row. (At
+the default rate a 1000-task Permuted-MNIST stream has 60,000 rows, about 1.5 MB; an active run's
+curve holds every example, so a very long active stream rewrites a file of tens of MB per task.)
 
 >>> import torch
 >>> from bimu.methods import create_method
 >>> m = create_method("sgd", [3, 2], seed=0)
 >>> x, y = torch.randn(10, 3), torch.randint(0, 2, (10,))
->>> tested = Tested()
->>> learned = []
->>> learn_piece(Prequential(seed=0, every=4), m, x, y, 0, 10, 0, 1,
-...             lambda a, b, out: learned.append((a, b)) or m.learn_many(x[a:b], y[a:b]) or (0, 0), False, tested)
+>>> tested, learned = Tested(), []
+>>> def learn(a, b, outcomes):  # what the stream passes: learn rows a..b, one step per example
+...     learned.append((a, b))
+...     for i in range(a, b):
+...         m.learn(x[i:i + 1], y[i:i + 1])
+...     return 0, 0
+>>> learn_piece(Prequential(seed=0, every=4), m, x, y, 0, 10, 0, 1, learn, False, tested)
 (0, 0)
->>> learned, tested.arrays()[0].tolist()  # examples 0, 4 and 8 predicted before they are learned
+>>> learned, tested.arrays()[0].tolist()  # examples 0, 4 and 8 predicted just before they are learned
 ([(0, 4), (4, 8), (8, 10)], [0, 4, 8])
 """
 

@@ -37,7 +37,10 @@ DEFAULT_ALL_MAX = 100
 """Longest stream whose accuracy matrix a run fills whole by default (``RunConfig.eval_all_max``)."""
 PREQUENTIAL_EVERY = 1000
 """Default rate of a run's test-then-train predictions: every this-many-th training example
-(``RunConfig.prequential_every``; :mod:`bimu.experiments.prequential`)."""
+(``RunConfig.prequential_every``; :mod:`bimu.experiments.prequential`). Measured on Permuted MNIST
+(784-100-10, 20,000 examples), the predictions take about 1% of the fused BiMU's training time (one
+prediction of 5 hard samples costs about 8 training steps) and 2-6% of the fused SGD's (whose steps
+take about 40 microseconds); cutting the tasks into blocks adds no measurable CPU time."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -5,13 +5,14 @@
 (:func:`bimu.tune.evaluators.synthetic_evaluate`). For each task it takes the task's training examples
 in presentation order (``benchmark.train_task(task, seed)``, the first ``train_limit`` of them, through
 ``transform`` if given), checks them once (``method.check_batch``), learns them with :func:`learn_task`,
-calls ``task_end()`` for methods that declare ``needs_task_boundaries``, checks that the method's state
-is finite (:class:`~bimu.methods.divergence.DivergenceError` naming the task otherwise, before anything
-of the task is recorded or checkpointed), and yields a :class:`TaskDone`;
+calls ``task_examples(x, y)`` then ``task_end()`` for methods that declare ``needs_task_boundaries``, checks
+that the method's state is finite (:class:`~bimu.methods.divergence.DivergenceError` naming the task otherwise,
+before anything of the task is recorded or checkpointed), and yields a :class:`TaskDone`;
 the caller evaluates, records or checkpoints before the next task starts. :func:`learn_task` learns
 one task: labelled (batch by batch; a method with ``learn_many`` takes 4096 batch-size-1 steps per
 compiled call, the same as one ``learn`` per example), or through an active learner (``predict_one``
-on each example, ``learn_one`` on those it asks for).
+on each example, ``learn_one`` on those it asks for). With a ``prequential`` sampler it also records
+test-then-train predictions, leaving the training as it is (:mod:`bimu.experiments.prequential`).
 
 :func:`evaluate` gives a method's accuracy and uncertainty scores on a set; :func:`evaluate_test_task`
 and :func:`evaluate_ood` evaluate a task's test set and the OOD set with the generator a run draws
@@ -157,12 +158,14 @@ def _stream(benchmark, method, seed, tasks, learner, predict, batch_size, train_
                     correct, asked = correct + c, asked + a
             train_s = time.perf_counter() - t0 - paused - (tested.seconds if tested is not None else 0.0)
             if boundaries:
+                method.task_examples(x, y)  # a no-op unless the method needs_task_examples
                 method.task_end()
             method.check_finite(t)
         except DivergenceError as e:
             raise e.during(t) from None
-        first += int(len(y))
-        yield TaskDone(task=t, n_train=int(len(y)), steps=steps, train_seconds=train_s, online_correct=correct,
+        n_train, x, y = int(len(y)), None, None  # the caller's evaluation and the next task run without x, y
+        first += n_train
+        yield TaskDone(task=t, n_train=n_train, steps=steps, train_seconds=train_s, online_correct=correct,
                        asked=asked, tested=tested)
 
 
@@ -389,10 +392,7 @@ def _run_stream(benchmark, method, schedule, seed, n_tasks, run_dir, progress, l
     rd = RunDir(run_dir) if run_dir is not None and not isinstance(run_dir, RunDir) else run_dir
     log = log or (lambda s: None)
     scores = [s for s in ood_scores if s in method.info.uncertainty_scores] if ood else []
-    ood_x = benchmark.ood_set() if scores else None
-    if ood_x is not None and test_limit is not None:
-        ood_x = ood_x[:test_limit]
-    if ood_x is None:
+    if scores and benchmark.ood_set() is None:  # asked for at each evaluation: none is held while tasks are learned
         scores = []
 
     if every < 0:
@@ -438,8 +438,8 @@ def _run_stream(benchmark, method, schedule, seed, n_tasks, run_dir, progress, l
             R[t, j] = acc
             evaluated[str(j)] = acc
             if want:
-                s_out = evaluate_ood(method, ood_x, seed=seed, after_task=t, batch_size=eval_batch_size,
-                                     n_samples=eval_samples, scores=want)
+                s_out = evaluate_ood(method, benchmark.ood_set()[:test_limit], seed=seed, after_task=t,
+                                     batch_size=eval_batch_size, n_samples=eval_samples, scores=want)
                 ood_auc = {s: metrics.roc_auc(s_in[s], s_out[s]) for s in want}
                 # the paper code's approximate AUC beside the exact one, to tell metric from model
                 ood_auc_reference = {s: metrics.roc_auc_reference_1000_thresholds(s_in[s], s_out[s]) for s in want}

@@ -9,7 +9,9 @@ A method is an online learner over ``[batch, features]`` float inputs and ``[bat
   is 1 for deterministic methods), drawn from the evaluation generator so that evaluating never
   changes the training trajectory; :meth:`OnlineMethod.predict_proba` - their mean over the samples,
   ``[batch, classes]``;
-- :meth:`OnlineMethod.task_end` - called at task boundaries, only if ``info.needs_task_boundaries``;
+- :meth:`OnlineMethod.task_end` - called at task boundaries, only if ``info.needs_task_boundaries``,
+  after :meth:`OnlineMethod.task_examples` has been given the task's training examples (a no-op unless
+  :attr:`OnlineMethod.needs_task_examples`: a second pass over them at the task's end);
 - :meth:`OnlineMethod.state_dict` / :meth:`OnlineMethod.load_state_dict` - everything needed to resume
   bit-exactly (parameters, optimizer state, counters, random generator states);
 - :meth:`OnlineMethod.memory_bytes` - the training-state footprint (parameters + update state).
@@ -355,6 +357,17 @@ class OnlineMethod(abc.ABC):
 
     def task_end(self) -> None:
         """Task-boundary hook; a no-op unless the method needs task boundaries."""
+
+    @property
+    def needs_task_examples(self) -> bool:
+        """Whether :meth:`task_examples` uses the task's training examples, which the stream gives it at
+        each task's end, before :meth:`task_end` (false unless a method's hyperparameters ask for it; an
+        active learner that labels only some examples refuses such a method)."""
+        return False
+
+    def task_examples(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        """The finished task's training examples ``(x, y)``, at its end, for a method that
+        :attr:`needs_task_examples` (a no-op otherwise); the method must not keep them."""
 
     @torch.no_grad()
     def predict_samples(

@@ -16,6 +16,12 @@ buffer, so the examples cannot be revisited at the task end: the squared gradien
 only) in ``fisher_accumulator`` and averaged at :meth:`OnlineEWC.task_end`. This costs one more
 parameter-sized tensor during a task, which the memory accounting includes.
 
+Two options change ``F_task``: ``fisher_norm="sum"`` folds in the sum over the task's examples
+instead of their mean (``n`` times larger for a task of ``n`` examples), and
+:meth:`OnlineEWC.load_task_sums` replaces the accumulated sum by one computed elsewhere (the sum over
+the task's examples at the parameters of the task's end, a second pass over them, as the paper's
+code computes it).
+
 >>> import torch
 >>> p = torch.nn.Parameter(torch.tensor([1.0, 2.0]))
 >>> ewc = OnlineEWC([p], importance=2.0, gamma=0.5)
@@ -25,6 +31,9 @@ parameter-sized tensor during a task, which the memory accounting includes.
 >>> with torch.no_grad(): _ = p.add_(torch.tensor([1.0, -1.0]))
 >>> ewc.penalty([p]).item()                             # 2/2 * (5*1 + 2*1)
 7.0
+>>> summed = OnlineEWC([p], importance=2.0, gamma=0.5, fisher_norm="sum")
+>>> summed.load_task_sums([torch.tensor([10.0, 4.0])], 2); summed.task_end([p]); summed.fisher[0].tolist()
+[10.0, 4.0]
 """
 
 from __future__ import annotations
@@ -35,6 +44,10 @@ import torch
 
 from bimu.optim._checks import check_number
 from bimu.regularizers.quadratic import QuadraticPenalty
+
+FISHER_NORMS = ("mean", "sum")
+"""How a task's squared gradients become ``F_task``: their mean over the task's examples (Online EWC's
+empirical Fisher), or their sum (the penalty then grows with the task's size)."""
 
 
 class OnlineEWC(QuadraticPenalty):
@@ -47,14 +60,19 @@ class OnlineEWC(QuadraticPenalty):
         params: the parameters to protect (their order fixes the order of every list here).
         importance: ``lambda`` of EWC, the penalty scale (>= 0).
         gamma: down-weighting of the old Fisher at each task end, in [0, 1].
+        fisher_norm: ``"mean"`` (``F_task`` is the mean of the task's squared gradients) or ``"sum"``
+            (their sum; :data:`FISHER_NORMS`).
     """
 
     importance_key, running_key = "fisher", "fisher_accumulator"
     counter_keys = ("n_accumulated", "tasks_seen")
 
-    def __init__(self, params: Sequence[torch.Tensor], importance: float, gamma: float):
+    def __init__(self, params: Sequence[torch.Tensor], importance: float, gamma: float, fisher_norm: str = "mean"):
         self.importance = check_number("importance", importance, low=0)
         self.gamma = check_number("gamma", gamma, low=0, high=1)
+        if fisher_norm not in FISHER_NORMS:
+            raise ValueError(f"fisher_norm must be one of {', '.join(FISHER_NORMS)}, got {fisher_norm!r}")
+        self.fisher_norm = fisher_norm
         super().__init__(params)
 
     @property
@@ -71,10 +89,21 @@ class OnlineEWC(QuadraticPenalty):
         self.n_accumulated += 1
 
     @torch.no_grad()
+    def load_task_sums(self, sums: Sequence[torch.Tensor], n_examples: int) -> None:
+        """Replace the current task's accumulated squared gradients by ``sums``, a sum over
+        ``n_examples`` examples computed elsewhere (the task-end Fisher's second pass)."""
+        for acc, s in zip(self.fisher_accumulator, self._check(sums, "sums")):
+            acc.copy_(s)
+        self.n_accumulated = int(n_examples)
+
+    @torch.no_grad()
     def task_end(self, params: Sequence[torch.Tensor]) -> None:
         """``F <- gamma F + F_task`` (``F_task = 0`` if no example was seen), ``theta* <- theta``."""
         params = self._check(params, "params")
-        scale = 1.0 / self.n_accumulated if self.n_accumulated else 0.0
+        if self.fisher_norm == "sum":
+            scale = 1.0
+        else:
+            scale = 1.0 / self.n_accumulated if self.n_accumulated else 0.0
         for f, acc, a, p in zip(self.fisher, self.fisher_accumulator, self.anchor, params):
             f.mul_(self.gamma).add_(acc * scale)
             acc.zero_()

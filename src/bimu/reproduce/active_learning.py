@@ -36,6 +36,8 @@ import numpy as np
 
 from bimu import paper
 from bimu.paper import paper_points, paper_vr_samples  # noqa: F401 - part of this module's interface
+from bimu.reproduce.al_setups import (AL_BASELINES, DATA_NAMES, OPENLORIS_BENCHMARKS, SETUPS,  # noqa: F401
+                                      ALSetup, animals_setup, objects_setup, pmnist_setup)
 from bimu.reproduce.spec import Options, Report, data_status, is_standin, rows_note, selected_rows
 from bimu.reproduce.table import Table
 
@@ -63,57 +65,6 @@ class ALRow:
     paper: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
-@dataclasses.dataclass(frozen=True)
-class ALSetup:
-    """The data of an entry: benchmark name, its factory options and the method preset key."""
-
-    benchmark: str
-    options: dict
-    preset: str
-
-
-def animals_setup(opts: Options) -> ALSetup:
-    """``animals-ti`` (stand-in) or ``animals``: one task, all features (1,024 at quick scale)."""
-    bench = opts.benchmark or "animals-ti"
-    if bench not in ("animals-ti", "animals"):
-        raise ValueError(f"--benchmark for the Animals entries must be animals-ti or animals, got {bench!r}")
-    return ALSetup(bench, _with_repeats({"n_features": 1024 if opts.scale == "quick" else None}, opts), "animals")
-
-
-OPENLORIS_BENCHMARKS = ("objects-seq", "objects-ti", "openloris")
-"""What ``--benchmark`` may name in the OpenLORIS active-learning entries (the first is the default)."""
-
-
-def objects_setup(opts: Options) -> ALSetup:
-    """Imbalanced ``objects-seq`` (the default stand-in), ``objects-ti`` (the older stand-in) or
-    ``openloris`` (the real data), 8,192 features (quick 1,024)."""
-    from bimu.reproduce.features import feature_benchmark
-
-    bench = feature_benchmark(opts)
-    if bench not in OPENLORIS_BENCHMARKS:
-        raise ValueError(f"--benchmark for the OpenLORIS active-learning entries must be one of "
-                         f"{', '.join(OPENLORIS_BENCHMARKS)}, got {bench!r}")
-    options = {"n_features": 1024 if opts.scale == "quick" else 8192}
-    if bench == "openloris":
-        options["imbalanced"] = True
-    return ALSetup(bench, _with_repeats(options, opts), "openloris-8192-imbalanced")
-
-
-SETUPS = {"animals": animals_setup, "openloris": objects_setup}
-"""An entry's data (``animals`` or ``openloris``) -> its setup function."""
-
-AL_BASELINES = {"animals": paper.ANIMALS_AL_BASELINE, "openloris": paper.OPENLORIS_AL_BASELINE}
-"""The paper's 100%-update baseline of each data."""
-
-
-def _with_repeats(options: dict, opts: Options) -> dict:
-    """``options`` plus ``stream_repeats`` when the stream is repeated (so run directories record it)."""
-    r = opts.stream_repeats
-    if isinstance(r, bool) or not isinstance(r, int) or r < 1:
-        raise ValueError(f"--stream-repeats must be an integer >= 1, got {r!r}")
-    return options if r == 1 else {**options, "stream_repeats": r}
-
-
 QUICK_LIMITS = {"n_tasks": 2, "train_limit": 60, "test_limit": 100}
 """Quick scale: the first two tasks, 60 training and 100 test examples per task."""
 
@@ -138,24 +89,29 @@ def load_benchmark(setup: ALSetup, opts: Options):
     return _BENCH_CACHE[key]
 
 
-def rule_params(score: str, threshold=None, *, budget=None, gamma=0.5, k=10, method="bimu", preset=None) -> dict:
-    """Keyword arguments of :func:`~bimu.experiments.sweep.run_stream` for one query rule."""
+def rule_params(score: str, threshold=None, *, budget=None, gamma=0.5, k=10, method="bimu", preset=None,
+                hidden=()) -> dict:
+    """Keyword arguments of :func:`~bimu.experiments.sweep.run_stream` for one query rule (``hidden``: the
+    network's hidden widths, recorded only when there are any, so a linear head's runs keep their
+    configuration)."""
+    network = {"hidden": [int(h) for h in hidden]} if hidden else {}
     return {"method": method, "strategy": score, "threshold": threshold, "budget": budget,
-            "budget_exponent": gamma, "mc_samples": k, "preset": preset}
+            "budget_exponent": gamma, "mc_samples": k, "preset": preset, **network}
 
 
 def rows_vr_samples(opts: Options, data: str = "openloris") -> list[ALRow]:
     """VR with K in 2, 3, 5, 10, 25 at every vote threshold n/K, n = 1..K-1 (quick: n = 1), and the
-    100% baseline, on ``data`` (``openloris``: the paper's table; ``animals``: the same rows, which the
-    paper does not report)."""
+    100% baseline, on ``data`` (``openloris``: the paper's table; ``animals`` and ``pmnist``: the same rows,
+    which the paper does not report)."""
     setup = SETUPS[data](opts)
-    rows = [ALRow(["Baseline", "-"], "all", rule_params("all", preset=setup.preset),
-                  paper.cells(AL_BASELINES[data]))]
+    rows = [ALRow(["Baseline", "-"], "all", rule_params("all", preset=setup.preset, hidden=setup.hidden),
+                  paper.cells(AL_BASELINES[data]) if data in AL_BASELINES else {})]
     for k in VR_SAMPLES:
         for n in ((1,) if opts.scale == "quick" else range(1, k)):
             acc, used = paper_vr_samples(k, n) if data == "openloris" else ("-", "-")
             rows.append(ALRow([str(k), f"{n / k:.2f}"], f"vr-K{k}-n{n}",
-                              rule_params("vr", n / k, k=k, preset=setup.preset), {"acc": acc, "used": used}))
+                              rule_params("vr", n / k, k=k, preset=setup.preset, hidden=setup.hidden),
+                              {"acc": acc, "used": used}))
     return rows
 
 
@@ -163,13 +119,14 @@ def rows_budget(opts: Options, data: str = "openloris") -> list[ALRow]:
     """The budget controller (VR, K = 10) for each target B and exponent gamma, and the full-stream
     baseline (quick: B = 3% with gamma 0.5 and 0.1), on ``data`` (as :func:`rows_vr_samples`)."""
     setup = SETUPS[data](opts)
-    rows = [ALRow(["Random querying", "Full stream"], "all", rule_params("all", preset=setup.preset),
-                  paper.cells(AL_BASELINES[data]))]
+    rows = [ALRow(["Random querying", "Full stream"], "all",
+                  rule_params("all", preset=setup.preset, hidden=setup.hidden),
+                  paper.cells(AL_BASELINES[data]) if data in AL_BASELINES else {})]
     pairs = [(0.03, 0.5), (0.03, 0.1)] if opts.scale == "quick" else [(b, g) for b in BUDGETS for g in GAMMAS]
     for b, g in pairs:
         ref = paper.cells(paper.BUDGET[(b, g)]) if data == "openloris" else {}
         rows.append(ALRow(["Budgeted VR", f"B={100 * b:.1f}%, gamma={g:.2f}"], f"vr-B{b:g}-g{g:g}",
-                          rule_params("vr", budget=b, gamma=g, preset=setup.preset), ref))
+                          rule_params("vr", budget=b, gamma=g, preset=setup.preset, hidden=setup.hidden), ref))
     return rows
 
 
@@ -385,7 +342,8 @@ def pm(vals, scale=100.0, digits=2) -> str:
 def table_notes(setup: ALSetup, opts: Options, name: str, method: str = "bimu", rows: Sequence[ALRow] = ()) -> list[str]:
     """The notes every active-learning table carries: data, method, runs, stand-in, scale, ``--rows``."""
     out = [f"data: {setup.benchmark} ({data_status(setup.benchmark)}), options {setup.options}; "
-           f"method {paper.METHOD_NAMES.get(method, method)} (preset {setup.preset}); runs under "
+           f"method {paper.METHOD_NAMES.get(method, method)} (preset {setup.preset}); "
+           + (f"hidden layers {list(setup.hidden)}; " if setup.hidden else "") + "runs under "
            f"{Path(opts.out) / 'runs' / opts.scale / name}; mean ± std over seeds (sample std)"]
     if is_standin(setup.benchmark):
         out.append(f"STAND-IN: {setup.benchmark} is an offline substitute built from Tiny-ImageNet "
@@ -394,8 +352,8 @@ def table_notes(setup: ALSetup, opts: Options, name: str, method: str = "bimu", 
                       "frames from the same recordings; docs/objects-seq.md)" if setup.benchmark == "objects-seq"
                       else ""))
     if opts.scale == "quick":
-        out.append("quick scale: 2 tasks (1 for Animals) of 60 examples and 1 024 features; a smoke test, "
-                   "not comparable with the paper's numbers")
+        out.append("quick scale: 2 tasks (1 for Animals) of 60 examples and 1 024 features (784 pixels on Permuted "
+                   "MNIST); a smoke test, not comparable with the paper's numbers")
     if opts.from_runs:
         out.append("built from the complete runs on disk (--from-runs): every seed found")
     return out + rows_note(opts, [r.slug for r in rows])
@@ -448,16 +406,13 @@ def paired_table(name: str, title: str, setup: ALSetup, rows: Sequence[ALRow], o
                   seeds_shown(results))
 
 
-DATA_NAMES = {"openloris": "imbalanced OpenLORIS-Object", "animals": "imbalanced Animals"}
-"""Table-title names of the entries' data."""
-
-
 def vr_samples_entry(data: str, name: str):
     """A ``build(opts, log)`` of the K ablation table on ``data``: samples, threshold, accuracy and data
     used, each beside the paper's (OpenLORIS; the paper has no such table on Animals)."""
     note = ("the paper merges thresholds with identical results into one row; its numbers are repeated here on "
             "each threshold of a merged row ('-': a threshold the paper does not list)" if data == "openloris" else
-            "the paper reports the K ablation on OpenLORIS-Object only: its column holds the Animals 100% baseline")
+            "the paper reports the K ablation on OpenLORIS-Object only: its column holds the Animals 100% baseline"
+            if data == "animals" else "the paper reports the K ablation on OpenLORIS-Object only")
 
     def build(opts: Options, log=None) -> Report:
         """The K ablation table on this entry's data: run (or reuse) its rows and tabulate them."""

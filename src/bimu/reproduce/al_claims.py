@@ -1,10 +1,12 @@
 """``bimu reproduce al-claims``: the paper's six active-learning claims, each decided from runs.
 
 It trains nothing. It reads the complete runs that ``bimu reproduce openloris-al``, ``animals-al``,
-``vr-samples``, ``budget-controller``, ``query-dynamics``, ``animals-vr-samples`` and
-``animals-budget-controller`` left under the same ``--out`` (run those first) and marks every claim, on the
-OpenLORIS side (``objects-seq`` unless ``--benchmark`` names another) and on Animals (``animals-ti``), with a
-verdict and the numbers that decide it. A claim whose runs are missing is ``not decided``.
+``vr-samples``, ``budget-controller``, ``query-dynamics``, ``animals-vr-samples``,
+``animals-budget-controller``, ``pmnist-al``, ``pmnist-vr-samples`` and ``pmnist-budget-controller`` left
+under the same ``--out`` (run those first) and marks every claim, on the OpenLORIS side (``objects-seq``
+unless ``--benchmark`` names another), on Animals (``animals-ti``) and on imbalanced Permuted MNIST
+(``pmnist-imbalanced``, real data), with a verdict and the numbers that decide it. A claim whose runs are
+missing is ``not decided``.
 
 Every comparison of accuracies rests on informative operating points, at matched budget, with an
 allowance for seed noise and a ceiling rule: :mod:`bimu.reproduce.al_rules` states these rules and holds
@@ -33,8 +35,10 @@ The claims:
    3.97 %): the saving of rule 1 for each K of the K table against its own 100 % baseline. Holds when
    K = 2 or K = 3 reaches at least half of K = 10's saving.
 
-The paper reports claims 4-6 on OpenLORIS only; claims 4 and 6 are decided on Animals too, from the same
-tables run there. Claim 5 does not apply to Animals, a single task (no shift).
+The paper reports claims 4-6 on OpenLORIS only; claims 4 and 6 are decided on Animals and Permuted MNIST
+too, from the same tables run there. Claim 5 does not apply to Animals, a single task (no shift); on
+Permuted MNIST it reads ``pmnist-al``'s BiMU VR 0.1 runs, the query-dynamics row's configuration (VR,
+K = 10, threshold 0.1) without its accuracy checkpoints, which do not change the stream.
 """
 
 from __future__ import annotations
@@ -82,6 +86,10 @@ RULES = (
     "of K = 10's; at ceiling 'not decidable here' instead of 'does not hold'",
 )
 """How each claim is decided (the module's list, in one line each; the table's notes)."""
+
+
+PMNIST_DYNAMICS = "bimu-vr-0.1"
+"""The ``pmnist-al`` row whose runs decide claim 5 on Permuted MNIST (the query-dynamics configuration)."""
 
 
 def _method_rows(rows, variant: str, strategy: str) -> list[al.ALRow]:
@@ -137,7 +145,8 @@ def _results(name: str, setup: al.ALSetup, rows: Sequence[al.ALRow], opts: Optio
 
 # ------------------------------------------------------------------------------------ the claims
 def claim_savings(rows, results, data: str) -> str:
-    """Claim 1's cell from a method comparison's rows and results on ``data`` (``openloris`` or ``animals``)."""
+    """Claim 1's cell from a method comparison's rows and results on ``data`` (``openloris``, ``animals`` or
+    ``pmnist``)."""
     base = _baseline(rows, results)
     vr, _ = _rule_curve(rows, results, "bimu", "vr", chance_of(data))
     if base is None or not _method_rows(rows, "bimu", "vr") or not any(
@@ -237,11 +246,11 @@ def claim_budget(rows, results) -> str:
     return f"{verdict}: {text}" + (f"; B = 3%, gamma 0.5: {pct(at3)} realised" if at3 is not None else "")
 
 
-def claim_dynamics(res: list[dict]) -> str:
-    """Claim 5's cell from the query-dynamics runs' results."""
+def claim_dynamics(res: list[dict], source: str = "query-dynamics") -> str:
+    """Claim 5's cell from the results of the query-dynamics runs (or of the ``source`` row that stands in)."""
     res = [r for r in res if not r.get("diverged") and r.get("task_quarters")]
     if not res:
-        return "not decided: no query-dynamics runs"
+        return f"not decided: no {source} runs"
     tasks = sorted({t for r in res for t in r["task_quarters"]}, key=int)
     share = {p: float(np.mean([np.mean([r["task_quarters"][t][p] for r in res if t in r["task_quarters"]])
                                for t in tasks])) for p in ("first_quarter", "middle", "last_quarter")}
@@ -302,7 +311,8 @@ def build(opts: Options, log=None) -> Report:
     b = opts.benchmark
     o_opts = dataclasses.replace(opts, benchmark=b if b in al.OPENLORIS_BENCHMARKS else None)
     a_opts = dataclasses.replace(opts, benchmark=b if b in ("animals", "animals-ti") else None)
-    o_setup, a_setup = al.objects_setup(o_opts), al.animals_setup(a_opts)
+    p_opts = dataclasses.replace(opts, benchmark=b if b == "pmnist-imbalanced" else None)
+    o_setup, a_setup, p_setup = al.objects_setup(o_opts), al.animals_setup(a_opts), al.pmnist_setup(p_opts)
     read = {}
     o_rows, a_rows = am.rows_for(o_opts, "openloris"), am.rows_for(a_opts, "animals")
     read["openloris-al"] = o_res = _results("openloris-al", o_setup, o_rows, o_opts)
@@ -315,29 +325,44 @@ def build(opts: Options, log=None) -> Report:
     ak_rows, ab_rows = al.rows_vr_samples(a_opts, "animals"), al.rows_budget(a_opts, "animals")
     read["animals-vr-samples"] = ak_res = _results("animals-vr-samples", a_setup, ak_rows, a_opts)
     read["animals-budget-controller"] = ab_res = _results("animals-budget-controller", a_setup, ab_rows, a_opts)
+    p_rows, pk_rows, pb_rows = (am.rows_for(p_opts, "pmnist"), al.rows_vr_samples(p_opts, "pmnist"),
+                                al.rows_budget(p_opts, "pmnist"))
+    read["pmnist-al"] = p_res = _results("pmnist-al", p_setup, p_rows, p_opts)
+    read["pmnist-vr-samples"] = pk_res = _results("pmnist-vr-samples", p_setup, pk_rows, p_opts)
+    read["pmnist-budget-controller"] = pb_res = _results("pmnist-budget-controller", p_setup, pb_rows, p_opts)
     o_cells = [claim_savings(o_rows, o_res, "openloris"), claim_random(o_rows, o_res, "openloris"),
                claim_methods(o_rows, o_res, "openloris"), claim_budget(b_rows, b_res),
                claim_dynamics(q_res[qd_row.slug]), claim_small_k(k_rows, k_res, "openloris")]
     a_cells = [claim_savings(a_rows, a_res, "animals"), claim_random(a_rows, a_res, "animals"),
                claim_methods(a_rows, a_res, "animals"), claim_budget(ab_rows, ab_res),
                "not applicable: Animals is one task (no shift)", claim_small_k(ak_rows, ak_res, "animals")]
-    header = ["Claim", "Paper", f"{o_setup.benchmark}", f"{a_setup.benchmark}"]
-    table_rows = [[f"{n}. {text}", ref, oc, ac] for (n, text, ref), oc, ac in zip(CLAIMS, o_cells, a_cells)]
+    p_cells = [claim_savings(p_rows, p_res, "pmnist"), claim_random(p_rows, p_res, "pmnist"),
+               claim_methods(p_rows, p_res, "pmnist"), claim_budget(pb_rows, pb_res),
+               claim_dynamics(p_res[PMNIST_DYNAMICS], f"pmnist-al {PMNIST_DYNAMICS}"),
+               claim_small_k(pk_rows, pk_res, "pmnist")]
+    header = ["Claim", "Paper", f"{o_setup.benchmark}", f"{a_setup.benchmark}", f"{p_setup.benchmark}"]
+    table_rows = [[f"{n}. {text}", ref, *cells] for (n, text, ref), *cells in zip(CLAIMS, o_cells, a_cells, p_cells)]
     notes = []
     for name, res in read.items():
         runs = [r for rs in res.values() for r in rs]
         seeds = sorted({int(r["seed"]) for r in runs})
         notes.append(f"{name}: {sum(bool(rs) for rs in res.values())} of {len(res)} rows with complete runs, "
                      f"{len(runs)} runs, seeds {','.join(map(str, seeds)) or '-'}")
-    notes += [f"data: {o_setup.benchmark} and {a_setup.benchmark}; runs under {opts.out}/runs/{opts.scale}/; "
-              "seed means; points: percentage points of accuracy; saving: 1 / queried fraction"]
+    notes += [f"data: {o_setup.benchmark}, {a_setup.benchmark} and {p_setup.benchmark} (real MNIST under the "
+              f"paper's imbalance rule, docs/active-learning.md); runs under {opts.out}/runs/{opts.scale}/; "
+              "seed means; points: percentage points of accuracy; saving: 1 / queried fraction",
+              f"{p_setup.benchmark}: claim 1 against the paper's OpenLORIS point (3.1% queried; the paper reports "
+              f"no active learning on Permuted MNIST); claim 5 from pmnist-al's {PMNIST_DYNAMICS} runs (VR, K = 10, "
+              "threshold 0.1: the query-dynamics configuration)"]
     notes += list(DEFINITIONS)
     notes += [f"rule {n}: {rule}" for (n, _, _), rule in zip(CLAIMS, RULES)]
     for bench, out in ((o_setup.benchmark, left_out(o_rows, o_res, "openloris", k_rows, k_res)),
-                       (a_setup.benchmark, left_out(a_rows, a_res, "animals", ak_rows, ak_res))):
+                       (a_setup.benchmark, left_out(a_rows, a_res, "animals", ak_rows, ak_res)),
+                       (p_setup.benchmark, left_out(p_rows, p_res, "pmnist", pk_rows, pk_res))):
         if out:
             notes.append(f"{bench}, rows left out of claims 1-3 and 6 (not informative operating points): "
                          + "; ".join(out))
     seeds = sorted({int(r["seed"]) for res in read.values() for rs in res.values() for r in rs})
     title = "The paper's active-learning claims, decided from the runs" + ("" if opts.scale == "full" else " [quick]")
-    return Report(Table(title, header, table_rows, notes), [], 0, [o_setup.benchmark, a_setup.benchmark], seeds)
+    return Report(Table(title, header, table_rows, notes), [], 0,
+                  [o_setup.benchmark, a_setup.benchmark, p_setup.benchmark], seeds)

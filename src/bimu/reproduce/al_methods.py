@@ -46,7 +46,13 @@ the deterministic STE (K = 1: its network has no samples to disagree)."""
 STANDARDISED = ("mesu",)
 """Methods also compared on standardised inputs (:class:`~bimu.data.features.StreamingStandardizer`, each
 example with the statistics of the examples before it) with their ``<preset>-std`` preset, as the paper's
-appendix figures of MESU with feature standardisation; their rows are the variant ``<method>-std``."""
+appendix figures of MESU with feature standardisation; their rows are the variant ``<method>-std``. Not on
+Permuted MNIST (:data:`RAW_FEATURES`)."""
+
+RAW_FEATURES = ("animals", "openloris")
+"""The data whose inputs are raw backbone features, where :data:`STANDARDISED` runs: the paper
+standardises for MESU's sensitivity to the scale of raw VGG19 features. Permuted MNIST's pixels are
+standardised already (the paper's Permuted-MNIST preprocessing)."""
 
 STE_ALEATORIC_GRID = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0)
 """STE's aleatoric thresholds (bits). They reach below the other methods' grid (1.0-3.5 bits): the softmax
@@ -76,7 +82,8 @@ SETUPS = al.SETUPS
 
 PAPER_POINTS = {"animals": (paper.ANIMALS_AL_BASELINE, paper.ANIMALS_VR_POINTS),
                 "openloris": (paper.OPENLORIS_AL_BASELINE, paper.OPENLORIS_VR_POINTS)}
-"""The points the paper's text quotes for BiMU (its baseline and VR points), by entry data."""
+"""The points the paper's text quotes for BiMU (its baseline and VR points), by entry data (none on
+Permuted MNIST, where the paper runs no active learning)."""
 
 
 def interpolate(points: Sequence[tuple[float, float]], x: float) -> float | None:
@@ -92,7 +99,7 @@ def interpolate(points: Sequence[tuple[float, float]], x: float) -> float | None
 def paper_cells(data: str, method: str, score: str) -> dict[str, str]:
     """The paper column of a row: the points its text quotes (BiMU's 100% baseline and VR points, and on
     Animals VR's rare-class gain over random querying); ``-`` for the others (figures only)."""
-    if method != "bimu" or score not in ("all", "vr"):
+    if method != "bimu" or score not in ("all", "vr") or data not in PAPER_POINTS:
         return {}
     base, vr = PAPER_POINTS[data]
     text = al.paper_points(base, vr)[score]
@@ -120,8 +127,9 @@ def variant_name(variant: str) -> str:
 
 
 def rows_for(opts: Options, data: str) -> list[al.ALRow]:
-    """The rows of the method comparison on ``data`` (``animals`` or ``openloris``): per method of
-    :data:`COMPARED`, then per method of :data:`STANDARDISED` on standardised inputs, its 100% baseline,
+    """The rows of the method comparison on ``data`` (``animals``, ``openloris`` or ``pmnist``): per method
+    of :data:`COMPARED`, then per method of :data:`STANDARDISED` on standardised inputs (on
+    :data:`RAW_FEATURES`), its 100% baseline,
     its rule over its threshold grid (:data:`bimu.experiments.sweep.DEFAULT_GRIDS`; VR: :data:`VR_GRID`;
     STE: :data:`STE_ALEATORIC_GRID`; the Bayesian methods: every score of :data:`RULES`) and random
     querying over :data:`RANDOM_GRID`. Quick scale: the first threshold of each."""
@@ -130,15 +138,16 @@ def rows_for(opts: Options, data: str) -> list[al.ALRow]:
     setup = SETUPS[data](opts)
     quick = opts.scale == "quick"
     rows = []
-    variants = [(m, False) for m in COMPARED] + [(m, True) for m in STANDARDISED]
+    variants = [(m, False) for m in COMPARED] + [(m, True) for m in STANDARDISED if data in RAW_FEATURES]
     for method, std in variants:
         rule, k = COMPARED[method]
         variant = method + ("-std" if std else "")
         name = variant_name(variant)
         preset = setup.preset + ("-std" if std else "")
         extra = {"standardize": True} if std else {}
+        net = {"hidden": setup.hidden}
         rows.append(al.ALRow([name, al.SCORE_NAMES["all"], "-"], f"{variant}-all",
-                             {**al.rule_params("all", k=k, method=method, preset=preset), **extra},
+                             {**al.rule_params("all", k=k, method=method, preset=preset, **net), **extra},
                              paper_cells(data, method, "all") if not std else {}))
         rules = (rule,) if method == "ste" else RULES
         grids = [(s, STE_ALEATORIC_GRID if method == "ste" else VR_GRID if s == "vr" else DEFAULT_GRIDS[s])
@@ -146,7 +155,8 @@ def rows_for(opts: Options, data: str) -> list[al.ALRow]:
         for score, grid in grids + [("random", RANDOM_GRID)]:
             for th in (grid[:1] if quick else grid):
                 rows.append(al.ALRow([name, al.SCORE_NAMES[score], f"{th:g}"], f"{variant}-{score}-{th:g}",
-                                     {**al.rule_params(score, th, k=k, method=method, preset=preset), **extra},
+                                     {**al.rule_params(score, th, k=k, method=method, preset=preset, **net),
+                                      **extra},
                                      paper_cells(data, method, score) if not std else {}))
     return rows
 
@@ -216,21 +226,26 @@ def methods_table(name: str, title: str, setup: al.ALSetup, rows: Sequence[al.AL
                                  al.pm([r.get("frequent_accuracy") for r in res])]
                    + ["-" if v is None else f"{100 * v:.2f}" for v in same.values()]
                    + [paper_cell, al.seeds_cell(res)])
+    std = [m for m in STANDARDISED if any(variant_of(r) == f"{m}-std" for r in rows)]
     presets = ", ".join([f"{paper.METHOD_NAMES[m]} {setup.preset}" for m in COMPARED]
-                        + [f"{variant_name(m + '-std')} {setup.preset}-std" for m in STANDARDISED])
+                        + [f"{variant_name(m + '-std')} {setup.preset}-std" for m in std])
     notes = al.table_notes(setup, opts, name, rows=rows)
     notes[0] = notes[0].replace(f"method BiMU (preset {setup.preset})", f"methods and presets: {presets}")
     notes += [f"rules: BiMU, MESU and BayesBiNN query by VR (K = {COMPARED['bimu'][1]} posterior samples), "
               "STE by aleatoric uncertainty (its one deterministic network, K = 1), as the paper; every "
               "Bayesian method also by predictive, aleatoric and epistemic uncertainty and by the oracle "
               "VR-True (it reads the label: a diagnostic, not deployable), as the paper's per-method "
-              "figures; MESU (standardised) is MESU on inputs standardised online (each example with the "
-              "statistics of those before it) with its -std preset; every method also queries at random; "
-              "the hyperparameters are each method's preset of the paper's appendix table for these data, "
-              "tuned without querying and not retuned per rule (as the paper)",
+              "figures; " + ("MESU (standardised) is MESU on inputs standardised online (each example with the "
+                             "statistics of those before it) with its -std preset; " if std else "")
+              + "every method also queries at random; the hyperparameters are each method's preset of the paper's "
+              + ("appendix table for these data" if std else
+                 f"Permuted-MNIST table ({setup.preset}, tuned on balanced Permuted MNIST)")
+              + ", tuned without querying and not retuned per rule (as the paper)",
               "Random, same queried: the same method's random querying at this row's queried fraction, "
               "interpolated linearly between the seed means of its random rows ('-': outside their range)",
-              "the paper gives these curves as figures; its column holds the points its text quotes (BiMU)"]
+              "the paper gives these curves as figures; its column holds the points its text quotes (BiMU)"
+              if any(r.paper.get("acc") for r in rows) else
+              "the paper reports no active learning on these data: its column is empty"]
     notes += al.diverged_note(results) + al.stalled_note(rows, results)
     notes += al.compute_note(rows, results, lambda row: variant_name(variant_of(row)))
     return Table(al.table_title(title, setup, opts), header, out, notes)

@@ -59,6 +59,12 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in (
           build=al_methods.build_for("openloris", "openloris-al", "Imbalanced OpenLORIS-Object active continual "
                                      "learning (BiMU, MESU, BayesBiNN, STE): accuracy vs queried fraction"),
           repeatable_stream=True, reads_runs=True),
+    Entry("pmnist-al", "Imbalanced Permuted MNIST active continual learning, methods compared: accuracy vs "
+          "queried fraction", ("Method", "Query rule", "Threshold"),
+          build=al_methods.build_for("pmnist", "pmnist-al", "Imbalanced Permuted MNIST active continual "
+                                     "learning (BiMU, MESU, BayesBiNN, STE; 10 tasks, 784-100-10): accuracy vs "
+                                     "queried fraction"),
+          repeatable_stream=True, reads_runs=True),
     Entry("vr-samples", "Number of VR predictors K", ("Samples", "Threshold"), build=al.build_vr_samples, repeatable_stream=True,
           reads_runs=True),
     Entry("budget-controller", "Budget-driven adaptive VR thresholding", ("Method", "Controller setting"),
@@ -68,6 +74,11 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in (
           build=al.vr_samples_entry("animals", "animals-vr-samples"), repeatable_stream=True, reads_runs=True),
     Entry("animals-budget-controller", "Budget-driven adaptive VR thresholding on Animals",
           ("Method", "Controller setting"), build=al.budget_entry("animals", "animals-budget-controller"),
+          repeatable_stream=True, reads_runs=True),
+    Entry("pmnist-vr-samples", "Number of VR predictors K on imbalanced Permuted MNIST", ("Samples", "Threshold"),
+          build=al.vr_samples_entry("pmnist", "pmnist-vr-samples"), repeatable_stream=True, reads_runs=True),
+    Entry("pmnist-budget-controller", "Budget-driven adaptive VR thresholding on imbalanced Permuted MNIST",
+          ("Method", "Controller setting"), build=al.budget_entry("pmnist", "pmnist-budget-controller"),
           repeatable_stream=True, reads_runs=True),
     Entry("query-dynamics", "Temporal distribution of VR updates", ("Task",), build=query_dynamics.build_query_dynamics,
           repeatable_stream=True, reads_runs=True),
