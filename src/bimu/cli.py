@@ -489,6 +489,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        if getattr(args, "scheduler", None) is not None:  # refused before a command imports torch
+            from bimu.experiments.distributed import check_address
+
+            check_address(args.scheduler)
         return int(args.func(args) or 0)
     except (OSError, ValueError, OverflowError) as e:  # bad input or an unusable file: one line, exit 2
         return _err(describe_error(e))
