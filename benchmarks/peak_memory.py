@@ -9,7 +9,7 @@ before the memory work), removed afterwards. Each version first runs the same co
 task of 200 examples, so that the measured run finds its kernels compiled, as every run after a
 version's first does. A process's peak is its ``ru_maxrss`` (``os.wait4``). Prints the peak of
 ``import torch, numba, bimu.cli`` alone (the floor both share), both peaks, their ratio, and whether the
-two runs wrote the same accuracy matrix and records (times left out).
+two runs wrote the same accuracy matrix and records (the fields both write, times left out).
 
     BIMU_DATA_DIR=../shared/data python benchmarks/peak_memory.py [--baseline REF] [--tasks 3]
         [--train-limit N] [--test-limit N]
@@ -69,6 +69,15 @@ def results(out: Path) -> tuple[list[dict], np.ndarray]:
     return records, np.load(seed_dir / "accuracy_matrix.npy")
 
 
+def same_records(a: list[dict], b: list[dict]) -> bool:
+    """Whether two runs' records agree on every field both write (a newer version may add fields).
+
+    >>> same_records([{"acc": 0.5, "new": 1}], [{"acc": 0.5}]), same_records([{"acc": 0.5}], [{"acc": 0.6}])
+    (True, False)
+    """
+    return len(a) == len(b) and all(all(ra[k] == rb[k] for k in ra.keys() & rb.keys()) for ra, rb in zip(a, b))
+
+
 def measure(args, src: Path, work: Path, name: str) -> tuple[float, tuple[list[dict], np.ndarray]]:
     """Warm-up run, then the measured run of the version at ``src``: ``(peak MiB, its results)``."""
     peak_mib(run_args(args, work / f"{name}-warmup", WARMUP_ARGS), src, work)
@@ -76,11 +85,18 @@ def measure(args, src: Path, work: Path, name: str) -> tuple[float, tuple[list[d
     return peak_mib(run_args(args, out), src, work), results(out)
 
 
+def git(*args: str, cwd: Path = ROOT) -> str:
+    """``git -C cwd args``' output (RuntimeError with git's message if it fails)."""
+    r = subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"git {' '.join(args)}: {r.stderr.strip()}")
+    return r.stdout.strip()
+
+
 def baseline_worktree(ref: str, where: Path) -> Path:
     """A detached worktree of ``ref`` at ``where`` holding only ``src`` (what the run imports)."""
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "--no-checkout", str(where), ref],
-                   check=True, capture_output=True)
-    subprocess.run(["git", "-C", str(where), "checkout", ref, "--", "src"], check=True, capture_output=True)
+    git("worktree", "add", "--detach", "--no-checkout", str(where), ref)
+    git("checkout", ref, "--", "src", cwd=where)
     return where
 
 
@@ -92,8 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--train-limit", type=int, help="training examples per task (default all 60,000)")
     p.add_argument("--test-limit", type=int, help="test and OOD examples (default all 10,000)")
     args = p.parse_args(argv)
-    ref = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", f"{args.baseline}^{{commit}}"],
-                         check=True, capture_output=True, text=True).stdout.strip()
+    ref = git("rev-parse", "--short", f"{args.baseline}^{{commit}}")
     work = Path(tempfile.mkdtemp(prefix="bimu-peak-memory-"))
     tree = work / "baseline"
     try:
@@ -104,8 +119,8 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], capture_output=True)
         subprocess.run(["git", "-C", str(ROOT), "worktree", "prune"], capture_output=True)
         shutil.rmtree(work, ignore_errors=True)
-    same = before_results[0] == after_results[0] and np.array_equal(before_results[1], after_results[1],
-                                                                    equal_nan=True)
+    same = same_records(before_results[0], after_results[0]) and np.array_equal(
+        before_results[1], after_results[1], equal_nan=True)
     print(f"workload: bimu run pmnist {' '.join(run_args(args, Path('OUT'))[4:])}")
     for label, mib in (("imports alone", floor), (f"before ({ref})", before), ("after (this tree)", after)):
         print(f"{label:<20}: {mib:7.1f} MiB peak RSS")

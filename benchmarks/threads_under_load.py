@@ -11,7 +11,7 @@ threads to one measured side by side in each round, and the machine's load befor
 shared machine, "free" means no load started by the benchmark, not an idle machine.
 
     BIMU_DATA_DIR=../shared/data python benchmarks/threads_under_load.py [--steps 3000] [--rounds 3]
-        [--settings default active workqueue]
+        [--settings passive "passive no fallback" active "active no fallback"]
 """
 
 from __future__ import annotations
@@ -31,16 +31,17 @@ from machine import cpu_line, load_line  # noqa: E402
 TAG = "threads_under_load:"
 """Prefix of the line on which a measuring process reports its rates."""
 
-SETTINGS = {"default": ({}, True),
+SETTINGS = {"passive": ({}, True),
+            "passive no fallback": ({}, False),
             "active": ({"OMP_WAIT_POLICY": "active"}, True),
             "active no fallback": ({"OMP_WAIT_POLICY": "active"}, False),
             "workqueue": ({"NUMBA_THREADING_LAYER": "workqueue"}, True),
             "tbb": ({"NUMBA_THREADING_LAYER": "tbb"}, True)}
-"""What a round can run under: ``(environment, fallback)``. ``default``: what bimu does (numba's OpenMP
-layer, its threads waiting passively: :mod:`bimu.threads`); ``active``: OpenMP's threads spinning while
-they wait, as when torch is imported before bimu, so that the engine runs a call on one thread while
-the machine is busy; ``active no fallback``: the same with that fallback disabled (a counterfactual,
-for comparison); ``workqueue`` / ``tbb``: numba's other threading layers (tbb where installed)."""
+"""What a round can run under: ``(environment, fallback)``. ``passive``: what bimu does (numba's OpenMP
+layer, its waiting threads asleep, and a call on one thread while the machine is busy: :mod:`bimu.threads`);
+``active``: OpenMP's waiting threads spinning, as when torch is imported before bimu; ``... no
+fallback``: the same with the fall back to one thread disabled (a counterfactual, for comparison);
+``workqueue`` / ``tbb``: numba's other threading layers (tbb where installed)."""
 
 
 def start_load(n: int) -> list[subprocess.Popen]:
@@ -94,7 +95,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=3000, help="steps per measurement (default 3000)")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
-    ap.add_argument("--settings", nargs="+", default=["default", "active", "active no fallback", "workqueue"],
+    ap.add_argument("--settings", nargs="+", default=["passive", "passive no fallback", "active", "active no fallback"],
                     choices=list(SETTINGS), help="settings to measure, each in its own processes")
     ap.add_argument("--data-dir", default=os.environ.get("BIMU_DATA_DIR", "/work/shared/data"),
                     help="folder holding mnist/ (default $BIMU_DATA_DIR or /work/shared/data)")

@@ -73,7 +73,8 @@ def test_initial_lambda_equals_torch_method():
         assert np.array_equal(a, p.detach().numpy())
 
 
-def test_independent_of_threads_and_chunking():
+def test_independent_of_threads_and_chunking(monkeypatch):
+    monkeypatch.setattr("bimu.engine.base.busy", lambda threads, cores=None: False)  # two threads, busy or not
     X, Y = _data(50)
     a = create_fused("bimu", SIZES, 7, HP, threads=1)
     a.learn_many(X, Y)

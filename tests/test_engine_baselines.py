@@ -289,7 +289,8 @@ def test_same_seed_same_result_independent_of_chunking(name):
 
 @pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="needs numba's pool to hold 2 threads")
 @pytest.mark.parametrize("name", ["sgd", "mesu"])
-def test_predictions_independent_of_threads_and_batch(name):
+def test_predictions_independent_of_threads_and_batch(name, monkeypatch):
+    monkeypatch.setattr("bimu.engine.base.busy", lambda threads, cores=None: False)  # two threads, busy or not
     X, Y = _data(30)
     a = create_fused(name, SIZES, 3, SMALL_HP[name], threads=1)
     b = create_fused(name, SIZES, 3, SMALL_HP[name], threads=2)

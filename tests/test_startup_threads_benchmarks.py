@@ -42,13 +42,13 @@ def test_cold_start_prints_the_three_cases_the_warmup_and_the_verdicts():
 
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="two engine threads need two cores")
 def test_threads_under_load_prints_a_row_per_setting():
-    lines = _run("threads_under_load.py", "--steps", "50", "--rounds", "1", "--settings", "default",
+    lines = _run("threads_under_load.py", "--steps", "50", "--rounds", "1", "--settings", "passive",
                  "active no fallback")
     assert lines[0].startswith("BiMU pmnist-100, 784-100-10, K=5, batch 1, MNIST; 50 steps per measurement, 1 ")
     assert lines[1].startswith("machine: ") and lines[2].startswith("before: load ")
     assert lines[4].split() == ["setting", "free", "1t", "free", "2t", "2t/1t", "(range)", "load", "1t", "load",
                                 "2t", "2t/1t", "(range)"]
     cell = rf"\d+ +\d+ +{NUM}x \({NUM}-{NUM}\)"
-    assert re.fullmatch(rf"default +{cell} +{cell}", lines[5]), lines[5]
+    assert re.fullmatch(rf"passive +{cell} +{cell}", lines[5]), lines[5]
     assert re.fullmatch(rf"active no fallback +{cell} +{cell}", lines[6]), lines[6]
     assert len(lines) == 7

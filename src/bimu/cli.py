@@ -1,8 +1,6 @@
 """The ``bimu`` command line: ``run`` (and its alias ``run-active``), ``report``, ``demo``, ``data fetch``,
-``data verify`` and ``reproduce``.
-
-Subcommands that live in other subpackages are modules listed in :data:`COMMAND_MODULES`, each with
-``add_parser(subparsers)``.
+``data verify`` and ``reproduce``; subcommands that live in other subpackages are modules listed in
+:data:`COMMAND_MODULES`, each with ``add_parser(subparsers)``.
 
 Exit codes: 0 success, 1 a seed failed (the others completed), 2 bad configuration or data (every
 OSError, ValueError and OverflowError that reaches :func:`main` becomes one line naming the file or
@@ -20,6 +18,7 @@ import sys
 from pathlib import Path
 from collections.abc import Sequence
 
+from bimu.experiments.distributed import check_address
 from bimu.reproduce.entries import ENTRIES
 
 COMMAND_MODULES: tuple[str, ...] = (
@@ -489,6 +488,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        if getattr(args, "scheduler", None) is not None:  # refused before a command imports torch
+            check_address(args.scheduler)
         return int(args.func(args) or 0)
     except (OSError, ValueError, OverflowError) as e:  # bad input or an unusable file: one line, exit 2
         return _err(describe_error(e))

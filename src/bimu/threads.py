@@ -3,16 +3,17 @@
 The fused engine splits a step over threads with one parallel region per step, a few microseconds of
 work per thread. numba runs those regions on the OpenMP runtime that torch loads (GNU libgomp), whose
 threads by default spin while they wait for the next region: on a machine with other work running, a
-spinning thread takes the core its partner needs, and two threads ran at 0.05x-0.1x the speed of one
-(``benchmarks/threads_under_load.py``). With ``OMP_WAIT_POLICY=passive`` waiting threads sleep and two
-threads are never slower than one there. The runtime reads that setting once, when it is loaded (when
-torch is imported), so importing bimu sets it (:func:`passive_openmp`) unless ``OMP_WAIT_POLICY`` is
-set already or an OpenMP runtime is loaded in the process (torch imported first); processes bimu
-starts (``--jobs``, Dask workers) inherit it.
+spinning thread takes the core its partner needs, and two threads ran at 0.1x-0.2x the speed of one
+(``benchmarks/threads_under_load.py``). With ``OMP_WAIT_POLICY=passive`` waiting threads sleep instead.
+The runtime reads that setting once, when it is loaded (when torch is imported), so importing bimu
+sets it (:func:`passive_openmp`) unless ``OMP_WAIT_POLICY`` is set already or an OpenMP runtime is
+loaded in the process (torch imported first); processes bimu starts (``--jobs``, Dask workers)
+inherit it.
 
-Where the runtime waits actively all the same, an engine method on several threads runs each
-compiled call on one thread while the machine is busy (:func:`busy`): more runnable tasks than cores
-left for its threads. The results do not depend on the number of threads either way.
+Even with sleeping waits, a second thread gains nothing on cores that other work keeps busy, so an
+engine method on several threads runs each compiled call on one thread while the machine is busy
+(:func:`busy`: more other runnable tasks than the cores its threads would leave). The results do not
+depend on the number of threads either way.
 
 >>> env = {"OMP_WAIT_POLICY": "active"}
 >>> passive_openmp(env), env
@@ -32,7 +33,6 @@ ENV = "OMP_WAIT_POLICY"
 RECHECK_SECONDS = 0.5
 """How long a reading of the machine's load is used before :func:`busy` reads it again."""
 
-_passive = False
 _load: tuple[float, int] = (-float("inf"), 0)
 
 
@@ -49,22 +49,11 @@ def openmp_loaded() -> bool:
 
 def passive_openmp(environ: MutableMapping[str, str] = os.environ) -> bool:
     """Set ``OMP_WAIT_POLICY=passive`` in ``environ`` unless it is set or (``environ`` being the process's)
-    an OpenMP runtime is loaded already; returns whether it set it. Records, for :func:`waits_passively`,
-    whether the policy in force is passive."""
-    global _passive
-    ours = environ is os.environ
-    if ENV in environ or (ours and openmp_loaded()):
-        if ours:  # a setting found is taken to have been there when the runtime loaded
-            _passive = environ.get(ENV, "").strip().lower() == "passive"
+    an OpenMP runtime is loaded already; returns whether it set it."""
+    if ENV in environ or (environ is os.environ and openmp_loaded()):
         return False
     environ[ENV] = "passive"
-    _passive = _passive or ours
     return True
-
-
-def waits_passively() -> bool:
-    """Whether the OpenMP runtime's threads sleep while they wait (the policy bimu's import found or set)."""
-    return _passive
 
 
 def runnable_tasks() -> int | None:

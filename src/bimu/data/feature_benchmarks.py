@@ -231,15 +231,20 @@ def objects_ti(data_dir=None, n_features: int | None = 8192, feature_seed: int =
 def objects_seq(data_dir=None, n_features: int | None = 8192, feature_seed: int = 0, data_seed: int = 0,
                 backbone="efficientnet-lite0", resolution: int | None = None, cache_dir=None,
                 split: str = "test", imbalanced: bool = True, frames_per_recording: int = 100,
-                categories: dict | None = None) -> ArrayBenchmark:
+                categories: dict | None = None, tasks: int | None = None) -> ArrayBenchmark:
     """STAND-IN with OpenLORIS-Object's structure: see :mod:`bimu.data.objects_seq`. 12 tasks, 18 classes.
 
     ``split="validation"`` evaluates on the recordings' validation segments (training data unchanged).
+    ``tasks`` keeps only the first ``tasks`` tasks (the same examples as in the whole benchmark; only
+    their frames are rendered and extracted): a cheap look at the start of the stream.
     """
     from bimu.data.objects_seq import N_TASKS, objects_seq_plan
 
     if split not in ("test", "validation"):
         raise ValueError(f"split must be 'test' or 'validation', got {split!r}")
+    n_tasks = N_TASKS if tasks is None else int(tasks)
+    if not 1 <= n_tasks <= N_TASKS:
+        raise ValueError(f"tasks must be in [1, {N_TASKS}], got {tasks}")
     plan = objects_seq_plan(data_dir, data_seed, frames_per_recording, imbalanced, categories)
     ex = _Extractor(backbone, resolution, cache_dir, n_features, feature_seed)
     features = recording_features(plan, ex, data_seed, frames_per_recording)
@@ -249,9 +254,9 @@ def objects_seq(data_dir=None, n_features: int | None = 8192, feature_seed: int 
         return (np.concatenate([features(t, i, frames) for i, frames in items]),
                 np.concatenate([np.full(len(frames), plan["instances"][i]["label"]) for i, frames in items]))
 
-    train = [extract(t, plan["train"][t]) for t in range(N_TASKS)]
-    evaluation = [extract(t, plan[split][t]) for t in range(N_TASKS)]  # test or validation segments
-    ood = np.concatenate([extract(t, plan["ood"][t])[0] for t in range(N_TASKS)])
+    train = [extract(t, plan["train"][t]) for t in range(n_tasks)]
+    evaluation = [extract(t, plan[split][t]) for t in range(n_tasks)]  # test or validation segments
+    ood = np.concatenate([extract(t, plan["ood"][t])[0] for t in range(n_tasks)])
     return _finish("objects-seq", train, evaluation, ood, plan["rare"], plan["classes"], True,
                    "STAND-IN with OpenLORIS-Object's structure: 69 Tiny-ImageNet object instances recorded as "
                    "smooth frame sequences under 4 factors x 3 levels, 'toy' held out as OOD", split, data_seed,

@@ -22,7 +22,7 @@ from bimu.engine.notice import compile_notice
 from bimu.engine.scores import scores_from_logits
 from bimu.methods.base import OnlineMethod, check_labels
 from bimu.rng import EVAL_STREAM, TRAIN_STREAM, derive_key
-from bimu.threads import busy, waits_passively
+from bimu.threads import busy
 
 DTYPES = {"float32": np.float32, "float64": np.float64}
 """Working precisions of the engine's arrays."""
@@ -92,9 +92,9 @@ class FusedMethod(OnlineMethod):
 
     def _set_threads(self) -> int:
         """Set numba's thread count for this process's next compiled call and return it: ``threads``, or one
-        while the machine is busy and waiting threads would spin (:func:`bimu.threads.busy`)."""
+        while other work leaves fewer free cores than that (:func:`bimu.threads.busy`)."""
         threads = self.threads
-        if threads > 1 and not waits_passively() and busy(threads):
+        if threads > 1 and busy(threads):
             threads = 1
         numba.set_num_threads(threads)
         return threads

@@ -25,6 +25,24 @@ CHECKPOINTS = (0, 25, 50, 75, 99)
 Acc@0 ... Acc@99)."""
 
 
+QUERY_COLLAPSE_NOTE = (
+    "a higher fixed threshold can stop a stream (openloris-al, BiMU VR, K = 10): VR = 1 - f_mode / K takes "
+    "only the values 0, 0.1, ..., 0.9, and a threshold tau asks for ceil(tau K) dissenting votes (3 for 0.3, 4 "
+    "for 0.4). Every seed's first label is example 1, where the untrained head's votes split; after it all "
+    "10 votes agree on 99.92% of the rest of task 1 (seed 0, tau 0.3; one dissenting vote on the other "
+    "0.08%), so nothing is queried until a later task splits the votes again: seeds 1 and 2 resume in task 2 "
+    "or 3 (274 and 185 labels over the first three tasks), seed 0 gets one label at example 9,976 (task 3), "
+    "after which the 10 votes agree on every one of the task's 4,913 remaining examples, and its run asks for "
+    "no other label in the stream (2 labels, accuracy 5.56%: one class; at tau 0.4 labels at examples 1 and "
+    "10,002). python scripts/vr_collapse.py --tasks 3 replays these streams from the start and prints every "
+    "example's dissent count (its output in results/probes/vr-collapse/output.txt; labels per task as in the "
+    "runs' result.json). The rule for users (docs/active-learning.md): with K samples a threshold of 1/K "
+    "queries whenever any vote dissents (VR 0.1: every seed 1,405-1,440 labels, none stopped), or the budget "
+    "controller (budget-controller) keeps the queried fraction at or above its budget")
+"""Why a fixed vote threshold above 1/K can stop querying after a label or two, with the numbers of
+``scripts/vr_collapse.py`` and of the openloris-al runs."""
+
+
 def query_dynamics_row(setup: al.ALSetup) -> al.ALRow:
     """The one row of the query-dynamics table: VR, K = 10, threshold 0.1, accuracy at :data:`CHECKPOINTS`."""
     return al.ALRow(["VR", "0.1"], "vr-0.1", {**al.rule_params("vr", 0.1, preset=setup.preset),
@@ -78,7 +96,7 @@ def build_query_dynamics(opts: Options, log=None) -> Report:
               "Acc@c: accuracy on the task's own test set when c% of the task's examples have streamed past "
               "(Acc@0: before its first), the method's evaluation samples with a generator of its own, so the "
               "stream is the same as without the checkpoints; the paper does not say which test set its "
-              "checkpoints use"] + al.compute_note([row], results)
+              "checkpoints use", QUERY_COLLAPSE_NOTE] + al.compute_note([row], results)
     return Report(Table(al.table_title("Temporal distribution of VR updates per task (imbalanced OpenLORIS-Object)",
                                     setup, opts), header, out, notes), [], code, [setup.benchmark], al.seeds_shown(results))
 
