@@ -63,7 +63,9 @@ def test_memory_footprint(tmp_path):
     assert header == ["Method", "Memory (MB)", "Paper (MB)"]
     by = {r[0]: r for r in rows}
     assert by["BiMU"][1:] == ["0.32", "0.32"] and by["BayesBiNN"][2] == "0.64" and by["Syn. Meta."][2] == "1.84"
-    assert len(rows) == 8 and "Paper (MB)" in md and "Paper (MB)" in tex
+    # replay: the SGD network plus 1000 stored examples of 784 float32 inputs and an int64 label
+    assert by["Replay, M = 1 000"][1:] == [f"{float(by['SGD'][1]) + 1000 * (4 * 784 + 8) / 1e6:.2f}", "-"]
+    assert len(rows) == 9 and "Paper (MB)" in md and "Paper (MB)" in tex
     assert not (tmp_path / "runs").exists()
 
 
