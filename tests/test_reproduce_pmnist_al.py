@@ -206,3 +206,34 @@ def test_al_claims_decides_the_pmnist_column(tmp_path):
                           "last quarter (uniform: 25 / 50 / 25), mean over 1 tasks")
     assert "pmnist-al: 5 of 127 rows with complete runs, 10 runs, seeds 0,1" in table.notes
     assert any("10 classes on the pmnist side" in n for n in table.notes)
+
+
+def test_an_identical_run_under_another_entry_is_copied_not_trained(tmp_path, monkeypatch):
+    import bimu.experiments.sweep as sweep
+
+    opts = Options(scale="full", out=str(tmp_path))
+    setup = al.SETUPS["pmnist"](opts)
+    vr = next(r for r in al_methods.rows_for(opts, "pmnist") if r.slug == "bimu-vr-0.3")
+    k10 = next(r for r in al.rows_vr_samples(opts, "pmnist") if r.slug == "vr-K10-n3")
+    assert vr.params == k10.params  # the K table's K = 10 row is the comparison's VR row
+    src = al.run_dir_of(opts, "pmnist-al", vr, 1)
+    src.mkdir(parents=True)
+    (src / "config.json").write_text(json.dumps(al._stored_config(setup, opts, vr, 1)))
+    (src / "result.json").write_text(json.dumps({"seed": 1, "acc": 0.875, "queried": 0.031}))
+    (src / al.TIMING).write_text(json.dumps({"seconds": 612.5, "threads": 1}))
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("an identical finished run exists: nothing should train")
+
+    monkeypatch.setattr(sweep, "run_stream", no_training)
+    monkeypatch.setattr(al, "load_benchmark", lambda setup, opts: None)
+    assert al.run_one(setup, opts, "pmnist-vr-samples", k10, 1) == 0
+    mine = al.run_dir_of(opts, "pmnist-vr-samples", k10, 1)
+    assert json.loads((mine / "result.json").read_text()) == {"seed": 1, "acc": 0.875, "queried": 0.031}
+    assert json.loads((mine / al.SHARED).read_text()) == {"from": "pmnist-al/bimu-vr-0.3/seed-1"}
+    assert json.loads((mine / al.TIMING).read_text())["seconds"] == 612.5
+    assert al.is_complete(setup, opts, "pmnist-vr-samples", k10, 1)
+    # another seed, or an unfinished source, is not shared: that run trains
+    (src / "result.json").unlink()
+    with pytest.raises(AssertionError, match="nothing should train"):
+        al.run_one(setup, opts, "pmnist-vr-samples", k10, 2)

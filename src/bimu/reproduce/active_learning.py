@@ -174,7 +174,7 @@ def run_one(setup: ALSetup, opts: Options, entry: str, row: ALRow, seed: int) ->
     from bimu.methods.divergence import DivergenceError
 
     rd = start_run_dir(setup, opts, entry, row, seed, {"engine": opts.engine, "threads": opts.threads})
-    if rd is None:
+    if rd is None or share_identical(setup, opts, entry, row, seed):
         return 0
     data = load_benchmark(setup, opts)
     start = time.perf_counter()
@@ -186,6 +186,49 @@ def run_one(setup: ALSetup, opts: Options, entry: str, row: ALRow, seed: int) ->
     rd.write_json(TIMING, {"seconds": round(time.perf_counter() - start, 3), "threads": int(opts.threads)})
     rd.write_json("result.json", result)
     return 0
+
+
+SHARED = "shared_from.json"
+"""A run directory whose result was copied from an identical finished run (:func:`share_identical`) says
+from which, relative to ``OUT/runs/<scale>``."""
+
+
+def share_identical(setup: ALSetup, opts: Options, entry: str, row: ALRow, seed: int) -> bool:
+    """Complete (row, seed) with the files of a finished run of exactly its configuration under another
+    entry or row of the same ``OUT`` (``config.json`` equal: the same data, method, rule, K, threshold
+    and seed give the same stream, to the bit), instead of training it again: ``vr-samples``' K = 10 rows
+    are ``openloris-al``'s BiMU VR rows, ``pmnist-vr-samples``' are ``pmnist-al``'s. Copies
+    ``result.json``, its timing and environment, and writes :data:`SHARED`; False when there is none.
+
+    >>> import tempfile; from bimu.reproduce.al_setups import SETUPS
+    >>> opts = Options(scale="quick", out=tempfile.mkdtemp()); row = rows_vr_samples(opts)[1]
+    >>> share_identical(SETUPS["openloris"](opts), opts, "vr-samples", row, 0)  # nothing finished yet
+    False
+    """
+    import shutil
+
+    from bimu.rundir import ENVIRONMENT, RunDir
+
+    want = _stored_config(setup, opts, row, seed)
+    mine = run_dir_of(opts, entry, row, seed)
+    base = Path(opts.out) / "runs" / opts.scale
+    for cfg_file in sorted(base.glob(f"*/*/seed-{int(seed)}/config.json")):
+        src = cfg_file.parent
+        if src == mine or not (src / "result.json").is_file():
+            continue
+        try:
+            same = json.loads(cfg_file.read_text()) == want
+        except ValueError:
+            continue
+        if same:
+            for name in (ENVIRONMENT, TIMING):
+                if (src / name).is_file():
+                    shutil.copyfile(src / name, mine / name)
+            rd = RunDir(mine)
+            rd.write_json(SHARED, {"from": src.relative_to(base).as_posix()})
+            rd.write_json("result.json", json.loads((src / "result.json").read_text()))
+            return True
+    return False
 
 
 def run_al_rows(name: str, setup: ALSetup, rows: Sequence[ALRow], opts: Options, log=None, runner=None):
