@@ -1,5 +1,5 @@
 """Hard-sample evaluation speed, one thread: the paper's dense float32 evaluation vs bimu's before and after
-the lane kernel, in one run.
+the lane kernel, and the grouped first layer (``eval_sum="grouped"``), in one run.
 
 Workload: the 10,000 MNIST test images (pixels / 255, standardised with the test set's own mean and
 standard deviation, as the paper's code does), the Permuted-MNIST network 784-100-10 (LayerNorm without
@@ -13,6 +13,10 @@ affine, RBG), K = 5 hard weight samples, logits ``[K, 10000, 10]`` including dra
   kernel) after :func:`bimu.engine.sampling.sample_weights`.
 - (c) after: :func:`bimu.engine.hard_eval.hard_forward` (examples in the vector lanes), same draw;
   the run checks that (b) and (c) give the same bits.
+- (d) grouped: :func:`bimu.engine.grouped_eval.grouped_forward` (the first layer summed by groups of four
+  inputs from tables of their 16 signed sums, the evaluation of ``eval_sum="grouped"``), same draw; it
+  rounds differently from (c), so the run prints the largest absolute difference of its logits from (c)'s
+  and the fraction of predictions (argmax of the mean log-softmax over the samples) that agree.
 
 Each row is the median of ``--repeats`` interleaved rounds after one warm-up call of each (numba one
 thread, torch one thread). CPU seconds of the process (``time.process_time``) give the ratios, as they are
@@ -42,7 +46,9 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from bimu.engine import create_fused  # noqa: E402
+from bimu.engine.grouped_eval import grouped_forward  # noqa: E402
 from bimu.engine.hard_eval import hard_forward, hard_forward_reference  # noqa: E402
+from bimu.engine.scores import scores_from_logits  # noqa: E402
 from bimu.engine.hparams import BinaryHP  # noqa: E402
 from bimu.engine.sampling import sample_weights  # noqa: E402
 from bimu.methods.bimu import BiMUMethod  # noqa: E402
@@ -89,7 +95,7 @@ def main(argv=None):
     Xp = np.zeros(((B + 3) // 4 * 4, 784), np.float32)  # the engine's callers pad to a multiple of 4
     Xp[:B] = X
     W = np.empty(K * m.n_params, np.float32)
-    outs = {name: np.empty((K, B, 10), np.float32) for name in ("before", "after")}
+    outs = {name: np.empty((K, B, 10), np.float32) for name in ("before", "after", "grouped")}
 
     def engine(fn, name):
         def run():
@@ -105,6 +111,7 @@ def main(argv=None):
         "(a') paper, K first layers in one matmul": lambda: paper_eval(lams, xt, K, stacked=True),
         "(b) bimu before (hard_forward_reference)": engine(hard_forward_reference, "before"),
         "(c) bimu after (hard_forward, lanes)": engine(hard_forward, "after"),
+        "(d) bimu grouped (grouped_forward, eval_sum=grouped)": engine(grouped_forward, "grouped"),
     }
     cpu = {name: [] for name in calls}
     wall = {name: [] for name in calls}
@@ -119,7 +126,9 @@ def main(argv=None):
                 wall[name].append(time.perf_counter() - w0)
     same = np.array_equal(outs["before"].view(np.uint32), outs["after"].view(np.uint32))
     med = {name: statistics.median(v) for name, v in cpu.items()}
-    a, b, c = (med[n] for n in calls if n[:3] in ("(a)", "(b)", "(c)"))
+    a, b, c, d = (med[n] for n in calls if n[:3] in ("(a)", "(b)", "(c)", "(d)"))
+    diff = float(np.abs(outs["grouped"].astype(np.float64) - outs["after"]).max())
+    agree = float(np.mean(scores_from_logits(outs["grouped"])[2] == scores_from_logits(outs["after"])[2]))
     cpu_name = platform.processor() or platform.machine()
     try:
         cpu_name = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
@@ -134,6 +143,8 @@ def main(argv=None):
         print(f"| {name} | {1e3 * med[name]:.1f} | {1e3 * statistics.median(wall[name]):.1f} |")
     print(f"after vs paper (a): {a / c:.2f}x faster; after vs paper (a'): {med[list(calls)[1]] / c:.2f}x; "
           f"after vs before: {b / c:.2f}x faster; before and after bit-identical: {same}")
+    print(f"grouped (d) vs paper (a): {a / d:.2f}x faster; vs (a'): {med[list(calls)[1]] / d:.2f}x; vs after (c): "
+          f"{c / d:.2f}x faster; max |logit (d) - logit (c)| = {diff:.3g}; predictions agreeing: {100 * agree:.2f}%")
 
 
 if __name__ == "__main__":

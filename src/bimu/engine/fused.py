@@ -10,7 +10,8 @@ uniforms (see :meth:`FusedBiMU.train_uniforms`) they compute the same steps.
 Batch-size-1 steps at temperature 1 run the kernels of :mod:`bimu.engine.fastpath` and
 :mod:`bimu.engine.rowpass`, with at most :data:`~bimu.engine.rowpass.MAX_SAMPLES` samples per step
 (a larger ``n_samples`` is refused when the method is made); other steps run
-:func:`bimu.engine.binary_train.train_steps`, predictions :mod:`bimu.engine.hard_eval`.
+:func:`bimu.engine.binary_train.train_steps`, predictions :mod:`bimu.engine.hard_eval` (or, with the
+hyperparameter ``eval_sum="grouped"``, :mod:`bimu.engine.grouped_eval`: faster, rounded differently).
 
 Stored state: lambda (float32 by default; ``dtype="float64"`` for exact comparisons), the training
 step counter (which selects the relaxed uniforms of the next step) and the evaluation counter. The
@@ -31,6 +32,7 @@ import torch
 from bimu.engine.base import FusedMethod
 from bimu.engine.binary_train import train_steps
 from bimu.engine.fastpath import make_scratch
+from bimu.engine.grouped_eval import grouped_forward
 from bimu.engine.hard_eval import hard_forward
 from bimu.engine.query import QueryPlanes
 from bimu.engine.hparams import ACT_GATE, ACT_SIGN, KIND_BAYESBINN, KIND_BIMU, BinaryHP, Cfg, pack
@@ -170,7 +172,8 @@ class _FusedBinary(FusedMethod):
             Xp = np.zeros(((B + 3) // 4 * 4, xn.shape[1]), dtype=self.dtype)
             Xp[:B] = xn
         out = np.empty((n_samples, B, self.sizes[-1]), dtype=self.dtype)
-        hard_forward(Xp, B, W, self._sizes, self._poff, self._cfg, self._hp, n_samples, self.threads,
+        forward = grouped_forward if self.hparams["eval_sum"] == "grouped" else hard_forward
+        forward(Xp, B, W, self._sizes, self._poff, self._cfg, self._hp, n_samples, self.threads,
                      numba.config.NUMBA_NUM_THREADS, out)
         return out
 

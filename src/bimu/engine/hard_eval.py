@@ -9,6 +9,8 @@ arithmetic as :func:`~bimu.engine.binary_ops.norm_act_rows` lane by lane. Its lo
 :func:`bimu.engine.dots.dot4x2` and :func:`~bimu.engine.binary_ops.preact_row`), and an example's result
 does not depend on its batch, on the thread count, on the compile history or on the machine's vector
 width. ``benchmarks/eval_speed.py`` times both against a reimplementation of the paper's evaluation.
+:mod:`bimu.engine.grouped_eval` sums the first layer in another fixed order with fewer operations
+(``eval_sum="grouped"``) and shares this module's blocks, layouts and upper layers.
 """
 
 from __future__ import annotations
@@ -104,24 +106,35 @@ def hard_forward(Xp, B, W, sizes, poff, cfg, hp, K, threads, n_pool, out):
     woff = np.zeros(L + 1, dtype=np.int64)
     Wb = interleave_weights(W, sizes, poff, K, signed, woff)
     NB = EVAL_CHUNKS * lane_block(Xp)
+    maxr, XS, ZS, HS, ST = lane_scratch(Xp, sizes, K, n_pool if threads > 1 else 1)
+    nblk = (B + NB - 1) // NB
+    if threads > 1:
+        _parallel_blocks(Xp, B, Wb, woff, sizes, act, out_norm, gate, eps, K, nblk, signed, maxr, XS, ZS, HS, ST, out)
+    else:
+        for blk in range(nblk):
+            lane_block_pass(Xp, B, Wb, woff, sizes, act, out_norm, gate, eps, K, blk, signed, maxr, XS[0], ZS[0],
+                            HS[0], ST[0], out, 0)
+
+
+@njit(fastmath=False, **KERNEL_OPTS)
+def lane_scratch(Xp, sizes, K, pool):
+    """``(maxr, XS, ZS, HS, ST)``: the most padded rows of a layer (:func:`~bimu.engine.lanes.row_blocks`)
+    and one row per thread (``pool`` rows) of :func:`lane_block_pass`'s scratch ``X`` (followed by
+    ``EVAL_CHUNKS * lane_block`` zeros), ``Z``, ``H`` and ``st`` for a network of ``sizes``, K samples and
+    examples like ``Xp``."""
+    L = sizes.shape[0] - 1
+    NB = EVAL_CHUNKS * lane_block(Xp)
     maxr = 0
     maxh = 1
     for l in range(1, L + 1):
         maxr = max(maxr, row_blocks(sizes[l])[2])
         if l < L:
             maxh = max(maxh, sizes[l])
-    pool = n_pool if threads > 1 else 1
-    XS = np.empty((pool, sizes[0] * NB), dtype=Xp.dtype)
+    XS = np.zeros((pool, (sizes[0] + 1) * NB), dtype=Xp.dtype)
     ZS = np.empty((pool, K * maxr * NB), dtype=Xp.dtype)
     HS = np.empty((pool, K * maxh * NB), dtype=Xp.dtype)
     ST = np.empty((pool, 4, NB), dtype=np.float64)
-    nblk = (B + NB - 1) // NB
-    if threads > 1:
-        _parallel_blocks(Xp, B, Wb, woff, sizes, act, out_norm, gate, eps, K, nblk, signed, maxr, XS, ZS, HS, ST, out)
-    else:
-        for blk in range(nblk):
-            _lane_block(Xp, B, Wb, woff, sizes, act, out_norm, gate, eps, K, blk, signed, maxr, XS[0], ZS[0], HS[0],
-                        ST[0], out)
+    return maxr, XS, ZS, HS, ST
 
 
 @njit(parallel=True, fastmath=False, **KERNEL_OPTS)
@@ -129,14 +142,16 @@ def _parallel_blocks(Xp, B, Wb, woff, sizes, act, out_norm, gate, eps, K, nblk, 
     """:func:`hard_forward`'s blocks over numba's threads (thread ``t`` uses row ``t`` of the scratch)."""
     for blk in prange(nblk):
         t = get_thread_id()
-        _lane_block(Xp, B, Wb, woff, sizes, act, out_norm, gate, eps, K, blk, signed, maxr, XS[t], ZS[t], HS[t],
-                    ST[t], out)
+        lane_block_pass(Xp, B, Wb, woff, sizes, act, out_norm, gate, eps, K, blk, signed, maxr, XS[t], ZS[t], HS[t],
+                        ST[t], out, 0)
 
 
 @njit(fastmath=False, **KERNEL_OPTS)
-def _lane_block(Xp, B, Wb, woff, sizes, act, out_norm, gate, eps, K, blk, signed, maxr, X, Z, H, st, out):
-    """One block of examples through the whole network (see :func:`hard_forward`), with scratch ``X, Z,
-    H, st``. Layouts: a layer's input, sample ``k``, lane block ``ch`` (``CH`` examples), feature ``i``,
+def lane_block_pass(Xp, B, Wb, woff, sizes, act, out_norm, gate, eps, K, blk, signed, maxr, X, Z, H, st, out,
+                    first):
+    """One block of examples through the network (see :func:`hard_forward`), with scratch ``X, Z, H,
+    st``, from layer ``first``: 0 loads the block's inputs and sums every layer, 1 takes the first
+    layer's pre-activations already in ``Z`` (:mod:`bimu.engine.grouped_eval`). Layouts: a layer's input, sample ``k``, lane block ``ch`` (``CH`` examples), feature ``i``,
     example ``e`` at ``((k * EVAL_CHUNKS + ch) * n_in + lane_position(i, n_in)) * CH + e`` (the first
     layer's input ``X`` is shared by the samples); pre-activations ``Z`` of sample ``k``, row ``o``,
     example ``j`` of the block at ``(k * maxr + o) * NB + j``."""
@@ -146,12 +161,13 @@ def _lane_block(Xp, B, Wb, woff, sizes, act, out_norm, gate, eps, K, blk, signed
     NB = EVAL_CHUNKS * CH
     b0 = blk * NB
     nb = min(NB, B - b0)
-    _load_inputs(Xp, b0, nb, D, X)
+    if first == 0:
+        load_inputs(Xp, b0, nb, D, X)
     for l in range(L):
         n_in = sizes[l]
         n_out = sizes[l + 1]
         G, last, padded = row_blocks(n_out)
-        for k in range(K):
+        for k in range(K if l >= first else 0):
             src = X if l == 0 else H
             xo = 0 if l == 0 else k * EVAL_CHUNKS * n_in * CH
             for g in range(G):
@@ -173,8 +189,8 @@ def _lane_block(Xp, B, Wb, woff, sizes, act, out_norm, gate, eps, K, blk, signed
 
 
 @njit(fastmath=False, **KERNEL_OPTS)
-def _load_inputs(Xp, b0, nb, D, X):
-    """Rows ``b0 .. b0 + nb - 1`` of ``Xp`` into the block's input ``X`` (layout of :func:`_lane_block`), the
+def load_inputs(Xp, b0, nb, D, X):
+    """Rows ``b0 .. b0 + nb - 1`` of ``Xp`` into the block's input ``X`` (layout of :func:`lane_block_pass`), the
     missing rows of a last block as zeros: by 8 x 8 (float64: 4 x 8) transposes
     (:func:`~bimu.engine.lanes.lane_transpose`) where whole vectors of rows are there."""
     CH = lane_block(Xp)
@@ -201,7 +217,7 @@ def _load_inputs(Xp, b0, nb, D, X):
 def _norm_act_lanes(Z, zo, n, NB, CH, eps, act, gate, st, H, ho, norm, out, k, b0, nb):
     """:func:`~bimu.engine.binary_ops.layer_norm_act` of each example (lane) of a block, the same
     arithmetic in the same order (statistics in float64): for a hidden layer (``nb == 0``) the
-    activations into ``H`` (layout of :func:`_lane_block` from ``ho``), for the output layer the
+    activations into ``H`` (layout of :func:`lane_block_pass` from ``ho``), for the output layer the
     normalised (``norm``) or raw logits into ``out[k, b0 + j]`` for ``j < nb``."""
     if not norm:
         for j in range(nb):

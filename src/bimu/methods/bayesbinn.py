@@ -41,7 +41,7 @@ from typing import Any
 import torch
 
 from bimu.methods.base import Hyperparameter, MethodInfo, OnlineMethod, SCORE_NAMES, hyperparameter_table, non_negative, positive
-from bimu.methods.bimu import BINARY_BAYESIAN_MLP_HYPERPARAMETERS, binary_bayesian_mlp, mc_nll
+from bimu.methods.bimu import BINARY_BAYESIAN_MLP_HYPERPARAMETERS, EVAL_SUM, binary_bayesian_mlp, mc_nll
 from bimu.methods.footprint import nested_tensor_bytes
 from bimu.nn.activations import hidden_activation
 from bimu.nn.mlp import BinaryBayesianMLP, layer_norm
@@ -91,6 +91,7 @@ class BayesBiNNMethod(OnlineMethod):
         *BINARY_BAYESIAN_MLP_HYPERPARAMETERS,
         Hyperparameter("lambda_init", str, "zero", "initial lambda: 'zero' (as run) or 'uniform' "
                        "(U(+-1/sqrt(fan_in)), like BiMU)", choices=("zero", "uniform")),
+        EVAL_SUM,
     )
     presets = {
         "pmnist-100": dict(lr=0.77, prior_strength=1.25e-5, n_samples=5, n_eval_samples=5, activation="rbg"),

@@ -47,10 +47,33 @@ BINARY_BAYESIAN_MLP_HYPERPARAMETERS = (
 """The sampling and network hyperparameters that every method on :class:`BinaryBayesianMLP` declares
 (BiMU and BayesBiNN), in their declaration order."""
 
+EVAL_SUMS = ("dot8", "grouped")
+"""How the fused engine sums the first layer of a hard-sample evaluation: ``dot8``, in the order of the
+training kernels (:mod:`bimu.engine.hard_eval`); ``grouped``, by groups of four inputs from tables of
+their signed sums (:mod:`bimu.engine.grouped_eval`: fewer operations, a different rounding)."""
+
+EVAL_SUM = Hyperparameter(
+    "eval_sum", str, "dot8",
+    "fused engine's evaluation sums: dot8 (training's order) or grouped (the first layer by groups of four "
+    "inputs: faster, deterministic across machines and threads, rounds differently); the torch engine "
+    "takes dot8 only", choices=EVAL_SUMS)
+"""The evaluation-sum switch of the fused BiMU and BayesBiNN (:data:`EVAL_SUMS`)."""
+
 
 def binary_bayesian_mlp(sizes, hparams: Mapping[str, Any]) -> BinaryBayesianMLP:
     """The paper's binary Bayesian MLP of ``sizes`` configured by the hyperparameters of
-    :data:`BINARY_BAYESIAN_MLP_HYPERPARAMETERS` in ``hparams`` (its lambdas as the layers create them)."""
+    :data:`BINARY_BAYESIAN_MLP_HYPERPARAMETERS` in ``hparams`` (its lambdas as the layers create them).
+    ``eval_sum="grouped"`` is refused: the PyTorch network evaluates with dense float32 products, and a
+    run records the switch as the fused engine's evaluation it did not use.
+
+    >>> binary_bayesian_mlp([4, 3], {"eval_sum": "grouped"})
+    Traceback (most recent call last):
+    ...
+    ValueError: eval_sum='grouped' is an evaluation of the fused engine; the PyTorch method takes eval_sum='dot8' (use engine 'fused' or 'auto' on the CPU)
+    """
+    if hparams.get("eval_sum", "dot8") != "dot8":
+        raise ValueError(f"eval_sum={hparams['eval_sum']!r} is an evaluation of the fused engine; the PyTorch method "
+                         "takes eval_sum='dot8' (use engine 'fused' or 'auto' on the CPU)")
     return BinaryBayesianMLP(sizes, activation=hparams["activation"], output_norm=hparams["output_norm"],
                              temperature=hparams["temperature"], gate_width=hparams["gate_width"])
 
@@ -75,6 +98,7 @@ class BiMUMethod(OnlineMethod):
         positive("memory_window", float, 1000.0, "N: forgetting horizon in updates"),
         Hyperparameter("prior", float, 0.0, "lambda_prior (natural parameter of the prior)"),
         *BINARY_BAYESIAN_MLP_HYPERPARAMETERS,
+        EVAL_SUM,
     )
     presets = {
         # Appendix, Table "Hyperparameter configurations ... Permuted MNIST ... 100 neurons".
