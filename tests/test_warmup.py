@@ -45,3 +45,18 @@ def test_warmup_runs_and_the_cli_refuses_unknown_methods(capsys):
     capsys.readouterr()  # a compile notice of the warmup above, where it compiled
     assert cli.main(["warmup", "--methods", "nope"]) == 2
     assert capsys.readouterr().err.startswith("bimu: error: no fused kernels for 'nope'")
+
+
+def test_warmup_compiles_the_grouped_evaluation_once_per_method(monkeypatch):
+    from bimu.engine import fused
+
+    calls = []
+    real = fused.grouped_forward
+
+    def counting(*args):
+        calls.append(args[7])  # K
+        return real(*args)
+
+    monkeypatch.setattr(fused, "grouped_forward", counting)
+    assert warmup(["bimu"], log=lambda line: None) == 2  # K = 5 and K = 10
+    assert calls == [2]  # one grouped evaluation (n_samples=2), not one per K

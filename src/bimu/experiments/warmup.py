@@ -4,7 +4,8 @@ numba compiles the fused engine's kernels the first time a process meets a metho
 number of samples K, and keeps them in its disk cache (``bimu.engine.cache``), so the first run after an
 installation or an upgrade waits 10 to 60 seconds before its first step. ``bimu warmup`` runs one
 training step, one evaluation and one query decision of every fused method on a small network, for the
-K of each of its presets, so that later runs start at once. The kernels do not depend on the widths, so
+K of each of its presets (and the grouped evaluation, ``eval_sum=grouped``, of the methods that have it),
+so that later runs start at once. The kernels do not depend on the widths, so
 a small network compiles what the paper's networks use.
 
     bimu warmup                          every fused method, float32 (what runs use)
@@ -60,6 +61,9 @@ def warmup(methods: Sequence[str] | None = None, dtype: str = "float32", log=pri
     x = torch.from_numpy(rng.standard_normal((4, SIZES[0])).astype(dtype))
     y = torch.from_numpy(rng.integers(0, SIZES[-1], 4))
     plan = warmup_plan(methods)
+    plan_ks: dict[str, list] = {}
+    for name, k in plan:
+        plan_ks.setdefault(name, []).append(k)
     for name, k in plan:
         t0 = time.perf_counter()
         over = {} if k is None else {"n_samples": k}
@@ -69,6 +73,10 @@ def warmup(methods: Sequence[str] | None = None, dtype: str = "float32", log=pri
         m.predict(x, n_samples=2)
         if hasattr(m, "query_planes"):
             m.query_planes().logits(x[0].numpy(), 1, 2)
+        if "eval_sum" in m.hparams and k == plan_ks[name][0]:  # the grouped evaluation, once per method
+            over["eval_sum"] = "grouped"
+            create_fused(name, SIZES, 0, get_method(name).resolve_hyperparameters(over), threads=1,
+                         dtype=dtype).predict(x, n_samples=2)
         log(f"{name}{'' if k is None else f' K={k}'} {dtype}: {time.perf_counter() - t0:.1f} s")
     return len(plan)
 
