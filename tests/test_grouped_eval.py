@@ -22,6 +22,7 @@ from bimu.engine.scores import scores_from_logits
 from bimu.methods import create_method, get_method
 from test_hard_eval_fast import _hard_weights, _logits, mnist_test  # noqa: F401 - mnist_test: the fixture
 
+
 def _model(sizes, seed, dtype="float32", method="bimu", **hparams):
     hp = get_method(method).resolve_hyperparameters(hparams, preset="pmnist-100")
     return create_fused(method, sizes, seed, hp, dtype=dtype, threads=1)
