@@ -4,10 +4,9 @@
 
 ``pmnist`` (the default): Table 1 and the memory-window rows on the 1000-task stream. ``active``: the
 active-learning entries on the stand-ins (animals-ti, objects-seq). ``mesu``: Table 1's MESU seed 0
-(the longest single run, on a core of its own). ``pmnist-b``: what the mesu queue's core takes up
-when that queue is done (probes of Table 1's BayesBiNN and Syn. Meta. gaps, trained by the pmnist
-queue's code), then
-``after-pmnist`` (MESU's seed 1). ``pmnist-al``: the active-learning entries of the real-data venue,
+(the longest single run, on a core of its own). ``after-pmnist``: what the mesu queue's core takes up
+when that queue is done (MESU's seed 1), then ``pmnist-b`` (probes of Table 1's BayesBiNN and Syn. Meta.
+gaps, trained by the pmnist queue's code). ``pmnist-al``: the active-learning entries of the real-data venue,
 imbalanced Permuted MNIST (the method comparison, then the controller and K tables that decide claims 4
 and 6, then the other scores of each method's figure). A run (row and seed) belongs to one queue
 only: two queues with different OUT folders would each train it. Run each from its own frozen worktree
@@ -100,8 +99,8 @@ ACTIVE = [
     ("openloris-al", None, 3),
 ]
 PMNIST_B = [
-    # what the mesu queue's core takes up when that queue is done, trained by the pmnist queue's frozen
-    # code: Table 1's BayesBiNN row with the paper code's prior sign (bimu's compatibility switch), seed
+    # what the mesu queue's core takes up after MESU's seed 1 (after-pmnist), trained by the pmnist queue's
+    # frozen code: Table 1's BayesBiNN row with the paper code's prior sign (bimu's compatibility switch), seed
     # 0: does it explain the row's 1000-task gap? (~5.5 h)
     ("probe", "bayesbinn-away-1000", [*PMNIST_1000, "--method", "bayesbinn", "--set", "prior_direction=away"]),
     # Table 1's Syn. Meta. row with the paper's runs' batch norm (bimu's compatibility switch), seed 0:
@@ -116,7 +115,7 @@ MESU = [
 ]
 AFTER_PMNIST = [
     # what the mesu queue's core takes up when that queue is done (trained by the active queue's code):
-    # MESU's second seed
+    # MESU's second seed, before the pmnist-b probes (Table 1 needs it)
     ("pmnist-1000", "mesu", 1, 1),
 ]
 def _k_rows(keep):

@@ -22,8 +22,8 @@
 # active-learning venue, imbalanced Permuted MNIST, in $QUEUE_ROOT/pmnist-al), then pmnist (Table 1 and the
 # memory-window rows, trained by the code at PMNIST_CODE so that every run of Table 1 trains with the
 # same code, in $QUEUE_ROOT/repro). The other core: mesu (MESU's seed 0, the longest run, in
-# $QUEUE_ROOT/mesu), then pmnist-b (probes of Table 1's BayesBiNN and Syn. Meta. gaps, the pmnist
-# queue's code, in $QUEUE_ROOT/repro-b), then after-pmnist (MESU's seed 1, in $QUEUE_ROOT/after-pmnist). All but pmnist
+# $QUEUE_ROOT/mesu), then after-pmnist (MESU's seed 1, which Table 1 needs, in $QUEUE_ROOT/after-pmnist), then
+# pmnist-b (probes of Table 1's BayesBiNN and Syn. Meta. gaps, the pmnist queue's code, in $QUEUE_ROOT/repro-b). All but pmnist
 # and pmnist-b train with the code at the commit checked out when the queues start. The queue lists are always this checkout's
 # scripts/compute_queue.py.
 set -euo pipefail
@@ -99,8 +99,8 @@ start)
         run_queue "$PMAL_OUT" "$QUEUE_ROOT/wt-alrun" pmnist-al "$PMAL_OUT/queue.log" &&
         run_queue "$PM_OUT" "$PM_OUT/code" pmnist "$PM_OUT/queue.log" -15) > /dev/null 2>&1 &
     (trap '' HUP; run_queue "$MESU_OUT" "$QUEUE_ROOT/wt-alrun" mesu "$MESU_OUT/queue.log" -10 &&
-        run_queue "$PMB_OUT" "$PM_OUT/code" pmnist-b "$PMB_OUT/queue.log" -10 &&
-        run_queue "$TAIL_OUT" "$QUEUE_ROOT/wt-alrun" after-pmnist "$TAIL_OUT/queue.log" -10) > /dev/null 2>&1 &
+        run_queue "$TAIL_OUT" "$QUEUE_ROOT/wt-alrun" after-pmnist "$TAIL_OUT/queue.log" -10 &&
+        run_queue "$PMB_OUT" "$PM_OUT/code" pmnist-b "$PMB_OUT/queue.log" -10) > /dev/null 2>&1 &
     sleep 5
     bash "$0" status
     ;;
