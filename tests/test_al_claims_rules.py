@@ -147,3 +147,18 @@ def test_claim_six_clear_win_within_seed_noise(k_rows):
     assert al_claims.claim_small_k(k_rows, {**{r.slug: [] for r in k_rows}, **res}) == (
         "holds: saving where informative VR first matches the 100% baseline's 82.00 ± 2.00%: K = 3: 40.0x (2.50%; "
         "0.33: 81.00 ± 2.00%), K = 10: 50.0x (2.00%; 0.10: 83.00 ± 1.00%)")
+
+
+def test_a_claim_waits_for_its_unfinished_rows():
+    from bimu.reproduce import al_claims
+
+    rows = [al.ALRow([], slug, {}) for slug in ("all", "vr-0.1", "vr-0.2")]
+    done = {"all": [{"seed": 0}, {"seed": 1}, {"seed": 2}], "vr-0.1": [{"seed": 0}, {"seed": 1}, {"seed": 2}]}
+    cell = al_claims.unfinished(rows, done)
+    assert cell == "not decided: 2 of its 3 rows have runs of seeds 0, 1, 2; unfinished: vr-0.2"
+    assert al_claims.unfinished(rows, {**done, "vr-0.2": [{"seed": 0}]}).endswith("unfinished: vr-0.2")
+    assert al_claims.unfinished(rows, {**done, "vr-0.2": done["all"]}) is None
+    # a row the claim reads is measured against the seeds of its whole entry
+    assert al_claims.unfinished(rows[:1], {"all": [{"seed": 0}], "x": [{"seed": 1}]},
+                                rows + [al.ALRow([], "x", {})]).endswith("unfinished: all")
+    assert al_claims.unfinished(rows, {}) is None  # no runs at all: the claim's own rule says what is missing
