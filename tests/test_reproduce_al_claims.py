@@ -143,3 +143,25 @@ def test_the_command_reads_runs_and_trains_nothing(tmp_path):
     manifest = json.loads((tmp_path / "al-claims.json").read_text())
     assert not (tmp_path / "runs").exists() and manifest["seeds"] == []
     assert [r[0][:2] for r in manifest["table"]["rows"]] == ["1.", "2.", "3.", "4.", "5.", "6."]
+
+
+def test_claim_six_waits_for_k_2_3_and_10_only_and_shows_the_finished_k(opts):
+    setup = al.objects_setup(opts)
+    k_rows = al.rows_vr_samples(opts)
+    by_slug = {r.slug: r for r in k_rows}
+    for r in k_rows:  # K = 2, 3 and 10 finished: VR n / K queries 1% x (K - n + 1), accuracy rises with it
+        k = r.params["mc_samples"]
+        if r.slug != "all" and k in (2, 3, 10):
+            n = int(r.slug.split("-n")[1])
+            _write(opts, "vr-samples", setup, r, 0, **_point(0.01 * (k - n + 1), 0.70 + 0.02 * (k - n + 1)))
+    _write(opts, "vr-samples", setup, by_slug["all"], 0, **_point(1.0, 0.80, 0.60))
+    _write(opts, "vr-samples", setup, by_slug["vr-K5-n1"], 0, **_point(0.05, 0.9))  # K = 5: one row of four
+    cell = _table(opts)[0]["6"][2]  # partial=True: every K with a run is shown
+    assert "K = 5: " in cell
+    gated = {row[0].split(".")[0]: row[2] for row in al_claims.build(opts).table.rows}["6"]
+    # K = 10 crosses 80% at 5% (20.0x): decided without K = 5 and 25, which are not shown
+    assert gated.startswith(("holds: ", "does not hold: ")) and "K = 5" not in gated and "K = 25" not in gated
+    assert "K = 2: " in gated and "K = 3: " in gated and "K = 10: " in gated
+    (al.run_dir_of(opts, "vr-samples", by_slug["vr-K3-n2"], 0) / "result.json").unlink()
+    gated = {row[0].split(".")[0]: row[2] for row in al_claims.build(opts).table.rows}["6"]
+    assert gated == "not decided: 12 of its 13 rows have runs of seeds 0; unfinished: vr-K3-n2"
