@@ -148,3 +148,34 @@ def test_a_benchmark_without_ood_set_gives_accuracy_and_refuses_asked_scores(tmp
     assert all(r["ood_auc"] is None for r in out["tasks"])
     with pytest.raises(ValueError, match="has no OOD set to score"):
         evaluate_run(rd.path, scores=["epistemic"])
+
+
+@needs_data
+def test_the_grouped_sums_score_the_run_again_on_the_fused_engine(finished_run, capsys, monkeypatch):
+    from bimu.engine import fused
+
+    rd, res = finished_run
+    calls = []
+    real = fused.grouped_forward
+    monkeypatch.setattr(fused, "grouped_forward", lambda *a: calls.append(1) or real(*a))
+    engine = json.loads((rd.path / "config.json").read_text())["engine"]
+    if engine == "torch":  # the PyTorch path evaluates with dense products: grouped is refused, by name
+        with pytest.raises(ValueError, match="eval_sum"):
+            evaluate_run(rd.path, tasks=["all"], ood=False, eval_sum="grouped")
+        return
+    out = evaluate_run(rd.path, tasks=["all"], ood=False, eval_sum="grouped")
+    assert calls  # the grouped kernel scored the tasks
+    # the grouped order rounds the first layer differently: accuracies agree to within a few examples
+    assert [r["acc"] for r in out["tasks"]] == pytest.approx([float(a) for a in res["R"][2]], abs=0.02)
+    with pytest.raises(SystemExit):
+        main(["evaluate", str(rd.path), "--no-ood", "--eval-sum", "fast"])
+    assert "invalid choice: 'fast'" in capsys.readouterr().err
+
+
+def test_eval_sum_is_refused_for_a_method_without_it(tmp_path):
+    run = tmp_path / "pmnist-sgd" / "seed-0"
+    run.mkdir(parents=True)
+    (run / "config.json").write_text(json.dumps(dict(benchmark="pmnist", method="sgd", tasks=1, seeds=[0])))
+    (run / "checkpoint.pt").write_bytes(b"")
+    with pytest.raises(ValueError, match="--eval-sum: sgd has no eval_sum"):
+        evaluate_run(run, eval_sum="grouped")

@@ -11,7 +11,9 @@ changed is what is evaluated:
 - benchmark options (``options``), e.g. ``ood_unstandardised=True``, the OOD preprocessing of the
   paper's runs, or ``test_own_statistics=True``;
 - the tasks (``tasks``: 0-based indices), e.g. the last five instead of the current one;
-- the number of Monte Carlo samples (``eval_samples``) and the scores.
+- the number of Monte Carlo samples (``eval_samples``) and the scores;
+- how the fused BiMU and BayesBiNN sum a hard-sample evaluation (``eval_sum="grouped"``, faster, rounded
+  differently: docs/performance.md), e.g. to score all 1000 tasks of a Permuted-MNIST run.
 
 Training options have no effect, because nothing is trained. Neither has the order of the stream:
 test sets and the OOD set do not depend on it.
@@ -74,7 +76,7 @@ def parse_tasks(spec: Sequence[str], *, current: int, n_tasks: int) -> list[int]
 
 def evaluate_run(path: str | Path, *, tasks: Sequence[str] = ("current",), options: Mapping[str, Any] | None = None,
                  scores: Sequence[str] | None = None, eval_samples: int | None = None, ood: bool = True,
-                 data_dir: str | None = None, chance: bool = False) -> dict[str, Any]:
+                 data_dir: str | None = None, chance: bool = False, eval_sum: str | None = None) -> dict[str, Any]:
     """Evaluate the model in seed directory ``path``'s checkpoint (see the module docstring).
 
     Returns ``{"run_dir", "after_task", "after_task_number", "options", "scores", "tasks": [{"task",
@@ -108,6 +110,10 @@ def evaluate_run(path: str | Path, *, tasks: Sequence[str] = ("current",), optio
                       **({"data_dir": data_dir} if data_dir is not None else {}))
     seed = int(cfg.seeds[0])
     preset, hparams, _ = cfg.resolve_hparams()
+    if eval_sum is not None:
+        if "eval_sum" not in hparams:
+            raise ValueError(f"--eval-sum: {cfg.method} has no eval_sum (the fused BiMU and BayesBiNN have it)")
+        hparams = {**hparams, "eval_sum": eval_sum}
     bench = make_benchmark(cfg, seed)  # refuses an option the benchmark does not take, by name
     sizes = [bench.n_features, *cfg.hidden_widths(), bench.n_classes]
     if resolved.get("sizes") not in (None, sizes):
@@ -229,7 +235,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         options = dict(parse_benchmark_option(o) for o in args.option)
         results = [evaluate_run(p, tasks=args.tasks, options=options, scores=args.ood_scores,
                                 eval_samples=args.eval_samples, ood=not args.no_ood, data_dir=args.data_dir,
-                                chance=args.chance)
+                                chance=args.chance, eval_sum=args.eval_sum)
                    for p in args.run_dirs]
     except (ValueError, FileNotFoundError) as e:
         print(f"bimu evaluate: {e}", file=sys.stderr)
@@ -253,7 +259,8 @@ def add_parser(subparsers) -> None:
                "  bimu evaluate runs/pmnist-mesu/seed-0 --tasks last-5\n"
                "  bimu evaluate runs/pmnist-mesu/seed-0 --option ood_unstandardised=true   # the paper code's OOD\n"
                "  bimu evaluate runs/pmnist-bimu/seed-* --eval-samples 25 --no-ood --json eval.json\n"
-               "  bimu evaluate runs/pmnist-bimu/seed-0 --tasks 1-900 --no-ood --chance   # where forgotten tasks fall",
+               "  bimu evaluate runs/pmnist-bimu/seed-0 --tasks 1-900 --no-ood --chance   # where forgotten tasks fall\n"
+               "  bimu evaluate runs/pmnist-bimu/seed-0 --tasks all --no-ood --eval-sum grouped   # the faster sums",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run_dirs", nargs="+", help="seed directories holding config.json and checkpoint.pt")
     p.add_argument("--tasks", nargs="+", default=["current"],
@@ -269,6 +276,9 @@ def add_parser(subparsers) -> None:
                         "independent of the labels (where a forgotten task falls), and the most predicted class")
     p.add_argument("--eval-samples", type=int, default=None,
                    help="Monte Carlo samples per prediction (default: the method's)")
+    p.add_argument("--eval-sum", default=None, choices=("dot8", "grouped"),
+                   help="how the fused BiMU and BayesBiNN sum the evaluation (default: the run's; grouped is "
+                        "faster and rounds differently, docs/performance.md)")
     p.add_argument("--data-dir", default=None, help="data directory (default: the run's, else $BIMU_DATA_DIR)")
     p.add_argument("--json", default=None, metavar="FILE", help="also write the results as JSON (atomically; each task "
                                                              "as task, 0-based, and task_number, from 1)")
