@@ -120,6 +120,11 @@ def reads(rows: Sequence[al.ALRow], claim: int) -> list[al.ALRow]:
     return vr + [r for m, (rule, _) in am.COMPARED.items() if m != "bimu" for r in _method_rows(rows, m, rule)]
 
 
+def _seeds(row: al.ALRow, results: dict) -> set[int]:
+    """The seeds of ``row``'s complete runs."""
+    return {int(x["seed"]) for x in results.get(row.slug) or []}
+
+
 def unfinished(rows: Sequence[al.ALRow], results: dict, entry_rows: Sequence[al.ALRow] | None = None) -> str | None:
     """A ``not decided`` cell when some of ``rows`` (those a claim reads) lack runs of a seed that another row
     of the entry (``entry_rows``, default ``rows``) has: a claim is decided on finished tables only, never
@@ -131,11 +136,8 @@ def unfinished(rows: Sequence[al.ALRow], results: dict, entry_rows: Sequence[al.
     >>> unfinished(r[:2], {"a": [{"seed": 0}], "b": [{"seed": 0}]}) is None
     True
     """
-    def seeds(r):
-        return {int(x["seed"]) for x in results.get(r.slug) or []}
-
-    want = set().union(*(seeds(r) for r in (entry_rows if entry_rows is not None else rows)))
-    short = [r.slug for r in rows if seeds(r) != want]
+    want = set().union(*(_seeds(r, results) for r in (entry_rows if entry_rows is not None else rows)))
+    short = [r.slug for r in rows if _seeds(r, results) != want]
     if not want or not short:
         return None
     more = f" and {len(short) - 4} more" if len(short) > 4 else ""
@@ -301,11 +303,9 @@ def _k_rows(rows, k: int) -> list[al.ALRow]:
 def finished_k(rows: Sequence[al.ALRow], results: dict) -> list[al.ALRow]:
     """The K table's rows whose K has runs of its entry's seeds in every row (and the 100% baseline): claim
     6 shows the K that are done and waits (:func:`unfinished`) only for K = 2, 3 and 10, which decide it."""
-    def seeds(r):
-        return {int(x["seed"]) for x in results.get(r.slug) or []}
-
-    want = set().union(*(seeds(r) for r in rows))
-    return [r for r in rows if r.slug == "all" or all(seeds(q) == want for q in _k_rows(rows, r.params["mc_samples"]))]
+    want = set().union(*(_seeds(r, results) for r in rows))
+    return [r for r in rows if r.slug == "all"
+            or all(_seeds(q, results) == want for q in _k_rows(rows, r.params["mc_samples"]))]
 
 
 def _k_label(r: al.ALRow) -> str:
@@ -376,27 +376,28 @@ def build(opts: Options, log=None, partial: bool = False) -> Report:
     read["pmnist-al"] = p_res = _results("pmnist-al", p_setup, p_rows, p_opts)
     read["pmnist-vr-samples"] = pk_res = _results("pmnist-vr-samples", p_setup, pk_rows, p_opts)
     read["pmnist-budget-controller"] = pb_res = _results("pmnist-budget-controller", p_setup, pb_rows, p_opts)
+    def k_done(rows, res):  # the K table's rows that claim 6 shows (every row with runs when partial)
+        return rows if partial else finished_k(rows, res)
+
     o_cells = [claim_savings(o_rows, o_res, "openloris"), claim_random(o_rows, o_res, "openloris"),
                claim_methods(o_rows, o_res, "openloris"), claim_budget(b_rows, b_res),
-               claim_dynamics(q_res[qd_row.slug]), claim_small_k(k_rows, k_res, "openloris")]
+               claim_dynamics(q_res[qd_row.slug]), claim_small_k(k_done(k_rows, k_res), k_res, "openloris")]
     a_cells = [claim_savings(a_rows, a_res, "animals"), claim_random(a_rows, a_res, "animals"),
                claim_methods(a_rows, a_res, "animals"), claim_budget(ab_rows, ab_res),
-               "not applicable: Animals is one task (no shift)", claim_small_k(ak_rows, ak_res, "animals")]
+               "not applicable: Animals is one task (no shift)", claim_small_k(k_done(ak_rows, ak_res), ak_res, "animals")]
     p_cells = [claim_savings(p_rows, p_res, "pmnist"), claim_random(p_rows, p_res, "pmnist"),
                claim_methods(p_rows, p_res, "pmnist"), claim_budget(pb_rows, pb_res),
                claim_dynamics(p_res[PMNIST_DYNAMICS], f"pmnist-al {PMNIST_DYNAMICS}"),
-               claim_small_k(pk_rows, pk_res, "pmnist")]
-    for data, cells, (rows, res), b_tab, k_tab, dyn in (
-            ("openloris", o_cells, (o_rows, o_res), (b_rows, b_res), (k_rows, k_res), ([qd_row], q_res, [qd_row])),
-            ("animals", a_cells, (a_rows, a_res), (ab_rows, ab_res), (ak_rows, ak_res), None),
-            ("pmnist", p_cells, (p_rows, p_res), (pb_rows, pb_res), (pk_rows, pk_res),
+               claim_small_k(k_done(pk_rows, pk_res), pk_res, "pmnist")]
+    for cells, (rows, res), b_tab, k_tab, dyn in (
+            (o_cells, (o_rows, o_res), (b_rows, b_res), (k_rows, k_res), ([qd_row], q_res, [qd_row])),
+            (a_cells, (a_rows, a_res), (ab_rows, ab_res), (ak_rows, ak_res), None),
+            (p_cells, (p_rows, p_res), (pb_rows, pb_res), (pk_rows, pk_res),
              ([r for r in p_rows if r.slug == PMNIST_DYNAMICS], p_res, p_rows))):
         controllers = [r for r in b_tab[0] if r.slug != "all"]  # claim 4 reads the controller's rows only
         deciding_k = [r for r in k_tab[0] if r.slug == "all" or r.params["mc_samples"] in (2, 3, 10)]
         gates = [unfinished(reads(rows, n), res, rows) for n in (1, 2, 3)] + [
             unfinished(controllers, b_tab[1]), None, unfinished(deciding_k, k_tab[1], k_tab[0])]
-        if not partial and gates[5] is None:
-            cells[5] = claim_small_k(finished_k(*k_tab), k_tab[1], data)
         if dyn is not None:
             gates[4] = unfinished(*dyn)
         cells[:] = [(None if partial else g) or c for g, c in zip(gates, cells)]
