@@ -54,16 +54,23 @@ def test_the_real_data_venue_queue_runs_every_row_of_its_entries_with_three_seed
     q = _queue_module()
     runs = _runs(q, q.PMNIST_AL)
     full = Options(scale="full")
-    comparison = [r.slug for r in al_methods.rows_for(full, "pmnist") if al_methods.in_comparison(r)]
-    # the comparison (claims 1-3 and 5) comes first, every row of it with seeds 0-2
-    assert q.row_names(q.PMNIST_AL[0][1]) == comparison and q.PMNIST_AL[0][2] == 3
+    rows = al_methods.rows_for(full, "pmnist")
+    comparison = [r.slug for r in rows if al_methods.in_comparison(r)]
+    # the rows that decide a claim first, cheapest first: K = 2 and 3 (claim 6; K = 10 and the baseline are
+    # pmnist-al's runs, shared), the controller (claim 4), the other methods' rules (claim 3); then the rest
+    # of the comparison, K = 5, every row of each entry (K = 25 last)
+    assert [item[0] for item in q.PMNIST_AL] == ["pmnist-vr-samples", "pmnist-budget-controller", "pmnist-al",
+                                                 "pmnist-al", "pmnist-vr-samples", "pmnist-al", "pmnist-vr-samples"]
+    k_of = {r.slug: r.params["mc_samples"] for r in al.rows_vr_samples(full, "pmnist")}
+    assert {k_of[s] for s in q.row_names(q.PMNIST_AL[0][1])} == {2, 3, 10}
+    assert q.row_names(q.PMNIST_AL[2][1]) == [
+        r.slug for r in rows if r.params["method"] != "bimu" and al_methods.in_comparison(r)
+        and r.params["strategy"] not in ("all", "random")]
+    assert len(q.row_names(q.PMNIST_AL[2][1])) == 24
+    assert q.row_names(q.PMNIST_AL[3][1]) == comparison
+    assert {k_of[s] for s in q.row_names(q.PMNIST_AL[4][1])} == {2, 3, 5, 10}
+    assert all(item[2] == 3 for item in q.PMNIST_AL)
     assert {("pmnist-al", s, seed) for s in comparison for seed in range(3)} <= runs
-    # then the tables of claims 4 and 6 (K = 25 last: claim 6 compares K = 2 and 3 with K = 10), then all of
-    # each entry
-    assert [item[0] for item in q.PMNIST_AL] == ["pmnist-al", "pmnist-budget-controller", "pmnist-vr-samples",
-                                                 "pmnist-al", "pmnist-vr-samples"]
-    assert q.row_names(q.PMNIST_AL[2][1]) == [r.slug for r in al.rows_vr_samples(full, "pmnist")
-                                              if r.params["mc_samples"] != 25]
     assert {(n, None, seed) for n in ("pmnist-budget-controller", "pmnist-vr-samples", "pmnist-al")
             for seed in range(3)} <= runs
     assert len(al.rows_budget(full, "pmnist")) == 19 and len(al.rows_vr_samples(full, "pmnist")) == 41
