@@ -39,6 +39,8 @@ from bimu.paper import paper_points, paper_vr_samples  # noqa: F401 - part of th
 from bimu.reproduce.al_setups import (AL_BASELINES, DATA_NAMES, OPENLORIS_BENCHMARKS, SETUPS,  # noqa: F401
                                       ALSetup, animals_setup, objects_setup, pmnist_setup)
 from bimu.reproduce.spec import Options, Report, data_status, is_standin, rows_note, selected_rows
+from bimu.reproduce.al_notes import (STALLED_LABELS, TIMING, compute_note, diverged_note,  # noqa: F401
+                                     seeds_cell, seeds_shown, stalled_note, waiting_note)
 from bimu.reproduce.table import Table
 
 BUDGETS = (0.005, 0.01, 0.02, 0.03, 0.04, 0.05)
@@ -141,10 +143,6 @@ def _job_config(setup: ALSetup, opts: Options, row: ALRow, seed: int) -> dict:
     engine = {} if opts.engine == "auto" else {"engine": opts.engine}
     return {"benchmark": setup.benchmark, "benchmark_options": setup.options, "scale": opts.scale,
             "limits": QUICK_LIMITS if opts.scale == "quick" else None, "seed": int(seed), **row.params, **engine}
-
-
-TIMING = "timing.json"
-"""A run directory's wall time of its stream (``seconds``, with ``threads``), written beside ``result.json``."""
 
 
 def start_run_dir(setup: ALSetup, opts: Options, entry: str, row: ALRow, seed: int, environment: dict):
@@ -301,79 +299,6 @@ def read_results(setup: ALSetup, opts: Options, name: str, row: ALRow) -> list[d
     return out
 
 
-def seeds_cell(res: Sequence[dict]) -> str:
-    """The seeds of a row's runs, a diverged one marked (its numbers are left out of the means).
-
-    >>> seeds_cell([{"seed": 0}, {"seed": 1, "diverged": "..."}]), seeds_cell([])
-    ('0,1 (diverged)', '-')
-    """
-    return ",".join(f"{r['seed']}" + (" (diverged)" if r.get("diverged") else "") for r in res) or "-"
-
-
-def diverged_note(results: dict) -> list[str]:
-    """A note naming the runs that diverged (the first message in full), if any."""
-    bad = [(slug, r) for slug, res in results.items() for r in res if r.get("diverged")]
-    if not bad:
-        return []
-    runs = ", ".join(f"{slug} seed {r['seed']}" for slug, r in bad)
-    return [f"diverged (non-finite weights; left out of the means, seeds marked): {runs}; {bad[0][1]['diverged']}"]
-
-
-STALLED_LABELS = 10  # a run that asked for at most this many labels over the whole stream stopped querying
-
-
-def stalled_note(rows: Sequence[ALRow], results: dict) -> list[str]:
-    """A note naming the runs that stopped querying at the start (their weight samples soon agree, no score
-    reaches the threshold again, the head stays near chance), one item per row; the means include them.
-
-    >>> row = ALRow(["10", "0.60"], "vr-K10-n6", {"strategy": "vr"})
-    >>> res = [{"seed": 0, "labels_queried": 2, "accuracy": 0.0556}, {"seed": 1, "labels_queried": 40},
-    ...        {"seed": 2, "labels_queried": 1, "accuracy": 0.0481}]
-    >>> stalled_note([row], {row.slug: res})[0].split(": ", 1)[1]
-    '10, 0.60 seeds 0, 2 (2, 1 labels); accuracy of these runs 4.81-5.56%'
-    """
-    items, accs = [], []
-    for row in (r for r in rows if r.params.get("strategy") != "all"):
-        runs = [r for r in results.get(row.slug) or []
-                if not r.get("diverged") and r.get("labels_queried", STALLED_LABELS + 1) <= STALLED_LABELS]
-        counts = [r["labels_queried"] for r in runs]
-        items += [f"{', '.join(row.labels)} seed{'s' * (len(runs) > 1)} {', '.join(str(r['seed']) for r in runs)} "
-                  f"({', '.join(map(str, counts))} label{'s' * (counts != [1])})"] if runs else []
-        accs += [100 * r["accuracy"] for r in runs if r.get("accuracy") is not None]
-    span = f"; accuracy of these runs {min(accs):.2f}-{max(accs):.2f}%" if accs else ""
-    note = f"stopped querying at the start ({STALLED_LABELS} labels or fewer in the stream): "
-    return [note + "; ".join(items) + span] if items else []
-
-
-def compute_note(rows: Sequence[ALRow], results: dict, group=lambda row: "") -> list[str]:
-    """The note giving the runs' compute: wall seconds a run (mean over the timed runs of each ``group``
-    of rows, e.g. a method) and the core-hours of them all; ``[]`` when no run is timed.
-
-    >>> row = ALRow(["VR", "0.1"], "vr-0.1", {"strategy": "vr"})
-    >>> compute_note([row], {row.slug: [{"_seconds": 30.0}, {"_seconds": 90.0}, {}]})[0].split("differ): ")[1]
-    '60 s a run; 0.033 core-hours in all, 2 of 3 runs timed'
-    """
-    from bimu.report.tables import fmt_hours
-
-    timed: dict[str, list[float]] = {}
-    n = 0
-    for row in rows:
-        res = results.get(row.slug) or []
-        n += len(res)
-        timed.setdefault(group(row), []).extend(r["_seconds"] for r in res if isinstance(r.get("_seconds"), float))
-    every = [t for ts in timed.values() for t in ts]
-    if not every:
-        return []
-    each = "; ".join(f"{name + ' ' if name else ''}{np.mean(ts):.0f} s a run" for name, ts in timed.items() if ts)
-    return [f"compute (wall time of each run's stream in its {TIMING}, one core; machines and their load differ): "
-            f"{each}; {fmt_hours(sum(every) / 3600)} core-hours in all, {len(every)} of {n} runs timed"]
-
-
-def seeds_shown(results: dict) -> list[int]:
-    """Every seed with a complete run in ``results`` (for the manifest)."""
-    return sorted({int(r["seed"]) for res in results.values() for r in res})
-
-
 # ------------------------------------------------------------------------------------ tables
 def pm(vals, scale=100.0, digits=2) -> str:
     """Mean ± sample sd of the numbers among ``vals`` (times ``scale``); ``-`` without any."""
@@ -439,12 +364,14 @@ def paired_table(name: str, title: str, setup: ALSetup, rows: Sequence[ALRow], o
     out = []
     for row in rows:
         res = results.get(row.slug) or []
+        if not res:
+            continue
         cells = list(row.labels)
         for _, key, paper_key in quantities:
             cells += [pm([r.get(key) for r in res]), row.paper.get(paper_key, "-")]
         out.append(cells + [seeds_cell(res)])
-    notes = (table_notes(setup, opts, name, rows=rows) + [note] + diverged_note(results) + stalled_note(rows, results)
-             + compute_note(rows, results))
+    notes = (table_notes(setup, opts, name, rows=rows) + [note] + waiting_note(rows, results) + diverged_note(results)
+             + stalled_note(rows, results) + compute_note(rows, results))
     return Report(Table(table_title(title, setup, opts), header + ["Seeds"], out, notes), [], code, [setup.benchmark],
                   seeds_shown(results))
 

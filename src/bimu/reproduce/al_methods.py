@@ -215,6 +215,8 @@ def methods_table(name: str, title: str, setup: al.ALSetup, rows: Sequence[al.AL
     out, quoted = [], set()  # the paper's points are written on the first row of each (variant, rule)
     for row in rows:
         res = results.get(row.slug) or []
+        if not res:
+            continue
         key = (variant_of(row), row.params["strategy"])
         paper_cell = "as above" if key in quoted and row.paper.get("acc", "-") != "-" else row.paper.get("acc", "-")
         quoted.add(key)
@@ -246,6 +248,7 @@ def methods_table(name: str, title: str, setup: al.ALSetup, rows: Sequence[al.AL
               "the paper gives these curves as figures; its column holds the points its text quotes (BiMU)"
               if any(r.paper.get("acc") for r in rows) else
               "the paper reports no active learning on these data: its column is empty"]
+    notes += al.waiting_note(rows, results, lambda r: f"{variant_name(variant_of(r))} {al.SCORE_NAMES[r.params['strategy']]}")
     notes += al.diverged_note(results) + al.stalled_note(rows, results)
     notes += al.compute_note(rows, results, lambda row: variant_name(variant_of(row)))
     return Table(al.table_title(title, setup, opts), header, out, notes)
