@@ -152,9 +152,10 @@ def lane_block_pass(Xp, B, Wb, woff, sizes, act, out_norm, gate, eps, K, blk, si
     """One block of examples through the network (see :func:`hard_forward`), with scratch ``X, Z, H,
     st``, from layer ``first``: 0 loads the block's inputs and sums every layer, 1 takes the first
     layer's pre-activations already in ``Z`` (:mod:`bimu.engine.grouped_eval`). Layouts: a layer's input,
-    sample ``k``, lane block ``ch`` (``CH`` examples), feature ``i``, example ``e`` at ``((k * EVAL_CHUNKS + ch) * n_in + lane_position(i, n_in)) * CH + e`` (the first
-    layer's input ``X`` is shared by the samples); pre-activations ``Z`` of sample ``k``, row ``o``,
-    example ``j`` of the block at ``(k * maxr + o) * NB + j``."""
+    sample ``k``, lane block ``ch`` (``CH`` examples), feature ``i``, example ``e`` at
+    ``((k * EVAL_CHUNKS + ch) * n_in + lane_position(i, n_in)) * CH + e`` (the first layer's input ``X``
+    is shared by the samples); pre-activations ``Z`` of sample ``k``, row ``o``, example ``j`` of the
+    block at ``(k * maxr + o) * NB + j``."""
     L = sizes.shape[0] - 1
     D = sizes[0]
     CH = lane_block(Xp)

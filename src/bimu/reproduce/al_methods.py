@@ -248,7 +248,8 @@ def methods_table(name: str, title: str, setup: al.ALSetup, rows: Sequence[al.AL
               "the paper gives these curves as figures; its column holds the points its text quotes (BiMU)"
               if any(r.paper.get("acc") for r in rows) else
               "the paper reports no active learning on these data: its column is empty"]
-    notes += al.waiting_note(rows, results, lambda r: f"{variant_name(variant_of(r))} {al.SCORE_NAMES[r.params['strategy']]}")
+    notes += al.waiting_note(rows, results,
+                             lambda row: f"{variant_name(variant_of(row))} {al.SCORE_NAMES[row.params['strategy']]}")
     notes += al.diverged_note(results) + al.stalled_note(rows, results)
     notes += al.compute_note(rows, results, lambda row: variant_name(variant_of(row)))
     return Table(al.table_title(title, setup, opts), header, out, notes)

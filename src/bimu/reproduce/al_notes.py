@@ -4,6 +4,7 @@ querying at the start, what the runs cost, and the seeds shown (rows: ``active_l
 from __future__ import annotations
 
 from collections.abc import Sequence
+
 import numpy as np
 
 TIMING = "timing.json"
