@@ -30,6 +30,25 @@ def test_a_slow_call_is_announced_once_and_a_fast_one_never(fresh_notice, capsys
     assert "bimu warmup" in err
 
 
+def test_the_notice_watches_nested_calls_and_threads_without_a_thread_per_call(fresh_notice, capsys):
+    import threading
+
+    with notice.compile_notice("warm", "a warm kernel"):
+        pass
+    threads = threading.active_count()
+    for _ in range(200):
+        with notice.compile_notice("warm", "a warm kernel"):
+            pass
+    assert threading.active_count() == threads  # one watcher per process, not a timer per call
+    with notice.compile_notice("outer", "the outer kernel"):
+        with notice.compile_notice("inner", "the inner kernel"):
+            pass
+        time.sleep(0.3)  # the outer call is still watched after the inner one ends
+    err = capsys.readouterr().err
+    assert "the outer kernel" in err and "the inner kernel" not in err and "warm kernel" not in err
+    assert notice._running == {}
+
+
 def test_the_plan_covers_every_preset_k():
     plan = warmup_plan(["bimu", "sgd"])
     assert ("bimu", 5) in plan and ("bimu", 10) in plan and ("sgd", None) in plan
