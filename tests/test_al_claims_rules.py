@@ -128,6 +128,24 @@ def test_claim_three_names_a_method_without_informative_overlap(rows):
         "queried, no point within 10% of BiMU's 3.00%-3.00%)")
 
 
+def test_claim_three_context_sets_each_rule_beside_its_own_baseline(rows):
+    # BiMU: baseline 82.00 ± 2.00; VR 0.1 (3%) 90.00 ± 1.00 is its best informative point (VR 0.2, 85.00 at
+    # 1%, is lower): +8.00 ± sqrt(1/3 + 4/3) = 1.29. MESU: 90.00 ± 1.00 against 89.00 ± 1.00, +1.00 ± 0.82,
+    # so MESU leads at matched budget while BiMU's rule gains more. BayesBiNN's baseline diverged on every
+    # seed; STE's only rule row is at chance.
+    diverged = [dict(r, diverged=True) for r in seeds(1.0, [0.05] * 3)]
+    res = {"bimu-all": BASE, "bimu-vr-0.1": seeds(0.03, [0.89, 0.90, 0.91]),
+           "bimu-vr-0.2": seeds(0.01, [0.84, 0.85, 0.86]),
+           "mesu-all": seeds(1.0, [0.88, 0.89, 0.90]), "mesu-vr-0.1": seeds(0.03, [0.89, 0.90, 0.91]),
+           "bayesbinn-all": diverged, "ste-all": seeds(1.0, [0.49, 0.50, 0.51]),
+           "ste-aleatoric-0.01": seeds(0.03, [0.0556] * 3)}
+    assert al_claims.methods_in_context(rows, res) == (
+        "BiMU: 100% updates 82.00 ± 2.00%, BiMU VR 0.1 (3.00% queried) 90.00 ± 1.00%, +8.00 ± 1.29; "
+        "MESU: 100% updates 89.00 ± 1.00%, MESU VR 0.1 (3.00% queried) 90.00 ± 1.00%, +1.00 ± 0.82; "
+        "BayesBiNN: 100% updates, every seed diverged; STE: 100% updates 50.00 ± 1.00%, no informative Aleatoric point")
+    assert al_claims.methods_in_context(rows, {}) is None
+
+
 # ------------------------------------------------------------------------------------ claim 6
 def test_claim_six_at_a_ceiling_is_not_decidable(k_rows):
     # baseline 98.00 ± 1.00 (at ceiling); K = 10 matches at 2% (98.50 ± 0.50: 50.0x); K = 2 and 3 never come
