@@ -443,15 +443,16 @@ def build(opts: Options, log=None, partial: bool = False) -> Report:
               "entry; until then it is 'not decided' and names the unfinished rows"]
     notes += list(DEFINITIONS)
     notes += [f"rule {n}: {rule}" for (n, _, _), rule in zip(CLAIMS, RULES)]
-    for bench, ctx in ((o_setup.benchmark, methods_in_context(o_rows, o_res, "openloris")),
-                       (a_setup.benchmark, methods_in_context(a_rows, a_res, "animals")),
-                       (p_setup.benchmark, methods_in_context(p_rows, p_res, "pmnist"))):
+    venues = ((o_setup.benchmark, o_rows, o_res, "openloris", k_rows, k_res),
+              (a_setup.benchmark, a_rows, a_res, "animals", ak_rows, ak_res),
+              (p_setup.benchmark, p_rows, p_res, "pmnist", pk_rows, pk_res))
+    for bench, rows, res, data, _, _ in venues:
+        ctx = methods_in_context(rows, res, data)
         if ctx:
             notes.append(f"{bench}, claim 3 beside each method's own 100% baseline (the most accurate informative "
                          f"point of its rule and its gain over that baseline): {ctx}")
-    for bench, out in ((o_setup.benchmark, left_out(o_rows, o_res, "openloris", k_rows, k_res)),
-                       (a_setup.benchmark, left_out(a_rows, a_res, "animals", ak_rows, ak_res)),
-                       (p_setup.benchmark, left_out(p_rows, p_res, "pmnist", pk_rows, pk_res))):
+    for bench, rows, res, data, kr, kres in venues:
+        out = left_out(rows, res, data, kr, kres)
         if out:
             notes.append(f"{bench}, rows left out of claims 1-3 and 6 (not informative operating points): "
                          + "; ".join(out))
