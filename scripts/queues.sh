@@ -18,10 +18,10 @@
 #   bash scripts/queues.sh status       what each queue is running, the tail of its log, and each
 #                                       run that failed (its error.txt)
 #
-# One core: active (the active-learning entries, in $QUEUE_ROOT/alrun2), then pmnist-al (the real-data
-# active-learning venue, imbalanced Permuted MNIST, in $QUEUE_ROOT/pmnist-al), then pmnist (Table 1 and the
+# One core: active (the active-learning entries, in $QUEUE_ROOT/alrun2), then pmnist (Table 1 and the
 # memory-window rows, trained by the code at PMNIST_CODE so that every run of Table 1 trains with the
-# same code, in $QUEUE_ROOT/repro). The other core: mesu (MESU's seed 0, the longest run, in
+# same code, in $QUEUE_ROOT/repro), then pmnist-al (the real-data active-learning venue, imbalanced
+# Permuted MNIST, in $QUEUE_ROOT/pmnist-al; what it has left decides no claim). The other core: mesu (MESU's seed 0, the longest run, in
 # $QUEUE_ROOT/mesu), then after-pmnist (MESU's seed 1, which Table 1 needs, in $QUEUE_ROOT/after-pmnist), then
 # pmnist-b (probes of Table 1's BayesBiNN and Syn. Meta. gaps, the pmnist queue's code, in $QUEUE_ROOT/repro-b). All but pmnist
 # and pmnist-b train with the code at the commit checked out when the queues start. The queue lists are always this checkout's
@@ -96,8 +96,8 @@ start)
     # priorities (nice): Table 1's runs (pmnist) -15, MESU and the probes -10, the developer's work 0;
     # each queue of a chain starts when the one before it ends by itself (not when it is stopped)
     (trap '' HUP; run_queue "$AL_OUT" "$QUEUE_ROOT/wt-alrun" active "$AL_OUT/active.log" &&
-        run_queue "$PMAL_OUT" "$QUEUE_ROOT/wt-alrun" pmnist-al "$PMAL_OUT/queue.log" &&
-        run_queue "$PM_OUT" "$PM_OUT/code" pmnist "$PM_OUT/queue.log" -15) > /dev/null 2>&1 &
+        run_queue "$PM_OUT" "$PM_OUT/code" pmnist "$PM_OUT/queue.log" -15 &&
+        run_queue "$PMAL_OUT" "$QUEUE_ROOT/wt-alrun" pmnist-al "$PMAL_OUT/queue.log") > /dev/null 2>&1 &
     (trap '' HUP; run_queue "$MESU_OUT" "$QUEUE_ROOT/wt-alrun" mesu "$MESU_OUT/queue.log" -10 &&
         run_queue "$TAIL_OUT" "$QUEUE_ROOT/wt-alrun" after-pmnist "$TAIL_OUT/queue.log" -10 &&
         run_queue "$PMB_OUT" "$PM_OUT/code" pmnist-b "$PMB_OUT/queue.log" -10) > /dev/null 2>&1 &
