@@ -21,10 +21,11 @@
 # One core: active (the active-learning entries, in $QUEUE_ROOT/alrun2), then pmnist (Table 1 and the
 # memory-window rows, trained by the code at PMNIST_CODE so that every run of Table 1 trains with the
 # same code, in $QUEUE_ROOT/repro), then pmnist-al (the real-data active-learning venue, imbalanced
-# Permuted MNIST, in $QUEUE_ROOT/pmnist-al; what it has left decides no claim). The other core: mesu (MESU's seed 0, the longest run, in
-# $QUEUE_ROOT/mesu), then after-pmnist (MESU's seed 1, which Table 1 needs, in $QUEUE_ROOT/after-pmnist), then
-# pmnist-b (probes of Table 1's BayesBiNN and Syn. Meta. gaps, the pmnist queue's code, in $QUEUE_ROOT/repro-b). All but pmnist
-# and pmnist-b train with the code at the commit checked out when the queues start. The queue lists are always this checkout's
+# Permuted MNIST, in $QUEUE_ROOT/pmnist-al; what it has left decides no claim). The other core: mesu
+# (MESU's seed 0, the longest run, in $QUEUE_ROOT/mesu), then after-pmnist (MESU's seed 1, which Table 1
+# needs, in $QUEUE_ROOT/after-pmnist), then pmnist-b (probes of Table 1's BayesBiNN and Syn. Meta. gaps,
+# the pmnist queue's code, in $QUEUE_ROOT/repro-b). All but pmnist and pmnist-b train with the code at
+# the commit checked out when the queues start. The queue lists are always this checkout's
 # scripts/compute_queue.py.
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
