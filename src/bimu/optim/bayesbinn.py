@@ -57,7 +57,7 @@ Saturation. Once ``|lambda|`` is large the exact ratio is about ``exp(-2 delta s
 u`` (``T = 1``): median 1, but its mean grows like the log of the smallest uniform, so rare draws step
 ``lambda`` by up to about ``1e7 lr |dL/dw|``. Over a long stream those kicks throw ``lambda`` to huge
 values of either sign: on 100-task Permuted MNIST with the paper's hyperparameters the exact estimator
-loses even the task it has just trained on by task 30 (10.5% on the last five tasks, seeds 0 and 1).
+loses even the task it has just trained on by task 31 (11.5% on the last five tasks).
 Meng et al.'s code adds ``eps = 1e-10`` to both sides of the ratio, which makes it ``1/T`` where both
 tanh round to +-1. ``ratio_eps`` (:func:`relaxation_jacobian_ratio`) is that ``eps``; 0 is the exact
 ratio.
